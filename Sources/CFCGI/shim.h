@@ -1,0 +1,4 @@
+#ifndef CFCGI_SHIM_H
+#define CFCGI_SHIM_H
+#include <fcgiapp.h>
+#endif

@@ -1,0 +1,132 @@
+/// A JSON value. Parsing and serialization are done by jansson (see `JSON+Jansson.swift`);
+/// this enum is the immutable, `Sendable` Swift view that domain code works with.
+public enum JSON: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case array([JSON])
+    case object(JSONObject)
+}
+
+/// A JSON object that keeps its keys in insertion order (for stable, readable output)
+/// while comparing like a dictionary (key order is not part of JSON's meaning).
+public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
+    public private(set) var keys: [String] = []
+    private var storage: [String: JSON] = [:]
+
+    public init() {}
+
+    public init(dictionaryLiteral elements: (String, JSON)...) {
+        for (key, value) in elements { self[key] = value }
+    }
+
+    public init<S: Sequence>(_ pairs: S) where S.Element == (String, JSON) {
+        for (key, value) in pairs { self[key] = value }
+    }
+
+    public var count: Int { keys.count }
+    public var isEmpty: Bool { keys.isEmpty }
+
+    /// Setting `nil` removes the key; setting an existing key keeps its position.
+    public subscript(key: String) -> JSON? {
+        get { storage[key] }
+        set {
+            if let newValue {
+                if storage.updateValue(newValue, forKey: key) == nil { keys.append(key) }
+            } else if storage.removeValue(forKey: key) != nil {
+                keys.removeAll { $0 == key }
+            }
+        }
+    }
+
+    public func makeIterator() -> some IteratorProtocol<(key: String, value: JSON)> {
+        let storage = self.storage
+        return keys.lazy.map { (key: $0, value: storage[$0]!) }.makeIterator()
+    }
+
+    public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
+        lhs.storage == rhs.storage
+    }
+}
+
+// MARK: - Accessors
+
+extension JSON {
+    /// The member `key` of an object; nil for a missing key or a non-object.
+    public subscript(key: String) -> JSON? {
+        if case .object(let object) = self { return object[key] }
+        return nil
+    }
+
+    /// The element at `index` of an array; nil when out of range or not an array.
+    public subscript(index: Int) -> JSON? {
+        if case .array(let array) = self, array.indices.contains(index) { return array[index] }
+        return nil
+    }
+
+    public var isNull: Bool { if case .null = self { return true } else { return false } }
+    public var stringValue: String? { if case .string(let v) = self { return v } else { return nil } }
+    public var boolValue: Bool? { if case .bool(let v) = self { return v } else { return nil } }
+    public var arrayValue: [JSON]? { if case .array(let v) = self { return v } else { return nil } }
+    public var objectValue: JSONObject? { if case .object(let v) = self { return v } else { return nil } }
+
+    /// Integers only; a JSON real with an integral value (`3.0`) also counts, since
+    /// many producers cannot tell the two apart.
+    public var int64Value: Int64? {
+        switch self {
+        case .int(let v): return v
+        case .double(let v) where v.rounded() == v && abs(v) < 9.0e15: return Int64(v)
+        default: return nil
+        }
+    }
+
+    public var intValue: Int? { int64Value.flatMap { Int(exactly: $0) } }
+
+    /// Any JSON number as a Double.
+    public var doubleValue: Double? {
+        switch self {
+        case .int(let v): return Double(v)
+        case .double(let v): return v
+        default: return nil
+        }
+    }
+
+    /// The JSON type name, for error messages ("expected string, got array").
+    public var typeName: String {
+        switch self {
+        case .null: return "null"
+        case .bool: return "boolean"
+        case .int, .double: return "number"
+        case .string: return "string"
+        case .array: return "array"
+        case .object: return "object"
+        }
+    }
+}
+
+// MARK: - Literals
+
+extension JSON: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
+    ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral,
+    ExpressibleByDictionaryLiteral
+{
+    public init(nilLiteral: ()) { self = .null }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(arrayLiteral elements: JSON...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSON)...) {
+        self = .object(JSONObject(elements))
+    }
+}
+
+extension JSON {
+    /// Convenience for optional values in built responses: nil becomes JSON null.
+    public init(_ value: String?) { self = value.map(JSON.string) ?? .null }
+    public init(_ value: Int64?) { self = value.map(JSON.int) ?? .null }
+    public init(_ value: Int?) { self = value.map { JSON.int(Int64($0)) } ?? .null }
+    public init(_ value: Bool?) { self = value.map(JSON.bool) ?? .null }
+}

@@ -1,0 +1,122 @@
+/// A point in time as milliseconds since the Unix epoch, UTC. The database stores
+/// DATETIME(3) UTC, providers send milliseconds, and the API prints ISO-8601 with
+/// milliseconds: one integer type keeps all three exact.
+public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var millisecondsSinceEpoch: Int64
+
+    public init(millisecondsSinceEpoch: Int64) { self.millisecondsSinceEpoch = millisecondsSinceEpoch }
+    public init(secondsSinceEpoch: Int64) { self.millisecondsSinceEpoch = secondsSinceEpoch * 1000 }
+
+    public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
+        lhs.millisecondsSinceEpoch < rhs.millisecondsSinceEpoch
+    }
+
+    public func adding(milliseconds: Int64) -> Timestamp {
+        Timestamp(millisecondsSinceEpoch: millisecondsSinceEpoch + milliseconds)
+    }
+
+    public func adding(seconds: Int64) -> Timestamp { adding(milliseconds: seconds * 1000) }
+
+    /// `2026-11-29T12:25:44.123Z`
+    public var description: String { iso8601 }
+}
+
+/// A calendar date-time in UTC, the shape MariaDB's MYSQL_TIME and ISO-8601 both use.
+public struct CivilDateTime: Sendable, Equatable {
+    public var year: Int, month: Int, day: Int
+    public var hour: Int, minute: Int, second: Int, millisecond: Int
+
+    public init(year: Int, month: Int, day: Int, hour: Int = 0, minute: Int = 0, second: Int = 0, millisecond: Int = 0) {
+        self.year = year; self.month = month; self.day = day
+        self.hour = hour; self.minute = minute; self.second = second; self.millisecond = millisecond
+    }
+}
+
+extension Timestamp {
+    /// Howard Hinnant's days-from-civil algorithm (proleptic Gregorian, exact for all Int64 days).
+    public init(_ civil: CivilDateTime) {
+        let y = Int64(civil.month <= 2 ? civil.year - 1 : civil.year)
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let m = Int64(civil.month)
+        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + Int64(civil.day) - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146_097 + doe - 719_468
+        let seconds = days * 86_400 + Int64(civil.hour) * 3600 + Int64(civil.minute) * 60 + Int64(civil.second)
+        self.init(millisecondsSinceEpoch: seconds * 1000 + Int64(civil.millisecond))
+    }
+
+    public var civil: CivilDateTime {
+        let ms = millisecondsSinceEpoch
+        let totalSeconds = ms >= 0 ? ms / 1000 : (ms - 999) / 1000
+        let millisecond = Int(ms - totalSeconds * 1000)
+        let days = totalSeconds >= 0 ? totalSeconds / 86_400 : (totalSeconds - 86_399) / 86_400
+        let secondOfDay = Int(totalSeconds - days * 86_400)
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = Int(doy - (153 * mp + 2) / 5 + 1)
+        let month = Int(mp < 10 ? mp + 3 : mp - 9)
+        let year = Int(yoe + era * 400) + (month <= 2 ? 1 : 0)
+        return CivilDateTime(year: year, month: month, day: day, hour: secondOfDay / 3600,
+                             minute: secondOfDay % 3600 / 60, second: secondOfDay % 60, millisecond: millisecond)
+    }
+
+    /// ISO-8601 in UTC with milliseconds, as every API response prints instants.
+    public var iso8601: String {
+        let c = civil
+        func pad(_ v: Int, _ width: Int) -> String {
+            let s = String(v)
+            return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
+        }
+        return "\(pad(c.year, 4))-\(pad(c.month, 2))-\(pad(c.day, 2))T\(pad(c.hour, 2)):\(pad(c.minute, 2)):\(pad(c.second, 2)).\(pad(c.millisecond, 3))Z"
+    }
+
+    /// Parses `YYYY-MM-DDTHH:MM:SS[.fff][Z|+HH:MM|-HH:MM]` and `YYYY-MM-DD` (midnight UTC).
+    public init?(iso8601 text: String) {
+        let b = Array(text.utf8)
+        func digits(_ start: Int, _ count: Int) -> Int? {
+            guard start + count <= b.count else { return nil }
+            var v = 0
+            for i in start..<(start + count) {
+                guard b[i] >= 48 && b[i] <= 57 else { return nil }
+                v = v * 10 + Int(b[i] - 48)
+            }
+            return v
+        }
+        guard b.count >= 10, let year = digits(0, 4), b[4] == 45, let month = digits(5, 2), b[7] == 45,
+              let day = digits(8, 2), (1...12).contains(month), (1...31).contains(day) else { return nil }
+        if b.count == 10 { self.init(CivilDateTime(year: year, month: month, day: day)); return }
+        guard b.count >= 19, b[10] == 84 || b[10] == 32, let hour = digits(11, 2), b[13] == 58,
+              let minute = digits(14, 2), b[16] == 58, let second = digits(17, 2),
+              hour < 24, minute < 60, second < 61 else { return nil }
+        var i = 19
+        var millisecond = 0
+        if i < b.count, b[i] == 46 {
+            i += 1
+            var scale = 100
+            let start = i
+            while i < b.count, b[i] >= 48, b[i] <= 57 {
+                millisecond += Int(b[i] - 48) * scale
+                scale /= 10
+                i += 1
+            }
+            guard i > start else { return nil }
+        }
+        var offsetSeconds = 0
+        if i == b.count || (b[i] == 90 && i + 1 == b.count) {
+            offsetSeconds = 0
+        } else if (b[i] == 43 || b[i] == 45), i + 6 == b.count, let oh = digits(i + 1, 2), b[i + 3] == 58,
+                  let om = digits(i + 4, 2) {
+            offsetSeconds = (oh * 3600 + om * 60) * (b[i] == 45 ? -1 : 1)
+        } else {
+            return nil
+        }
+        let local = Timestamp(CivilDateTime(year: year, month: month, day: day, hour: hour, minute: minute,
+                                            second: second, millisecond: millisecond))
+        self = local.adding(seconds: Int64(-offsetSeconds))
+    }
+}

@@ -1,0 +1,93 @@
+import Testing
+@testable import Core
+
+@Suite struct JSONTests {
+    @Test func parsesAndSerializesRoundTrip() throws {
+        let text = #"{"b":1,"a":[true,false,null,1.5,"é😀"],"c":{"d":-9223372036854775808}}"#
+        let value = try JSON.parse(text)
+        #expect(value["b"] == 1)
+        #expect(value["a"]?[4]?.stringValue == "é😀")
+        #expect(value["c"]?["d"]?.int64Value == Int64.min)
+        #expect(value.serializedString() == text)
+    }
+
+    @Test func keepsInsertionOrderButComparesAsDictionary() {
+        let a: JSON = ["x": 1, "y": 2]
+        let b: JSON = ["y": 2, "x": 1]
+        #expect(a == b)
+        #expect(a.serializedString() == #"{"x":1,"y":2}"#)
+        #expect(b.serializedString() == #"{"y":2,"x":1}"#)
+    }
+
+    @Test func rejectsSyntaxErrorsWithPosition() {
+        #expect(throws: JSONError.self) { try JSON.parse("{\"a\":") }
+        do {
+            _ = try JSON.parse("{\"a\": tru}")
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.kind == .syntax)
+            #expect(error.line == 1)
+            #expect(error.description.contains("line 1"))
+        }
+    }
+
+    @Test func rejectsDuplicateKeysHugeIntegersAndNul() {
+        for bad in [#"{"a":1,"a":2}"#, "123456789012345678901234567890", #""a\u0000b""#, "", "[1,]", "\u{FF}"] {
+            #expect(throws: JSONError.self, "\(bad)") { try JSON.parse(bad) }
+        }
+        #expect((try? JSON.parse(Array<UInt8>([0x22, 0xC3, 0x28, 0x22]))) == nil, "invalid UTF-8")
+    }
+
+    @Test func enforcesSizeAndDepthLimits() {
+        let limits = JSONLimits(maxBytes: 10, maxDepth: 3)
+        #expect(throws: JSONError(kind: .tooLarge, message: "document exceeds 10 bytes")) {
+            try JSON.parse("[1,2,3,4,5,6]", limits: limits)
+        }
+        #expect((try? JSON.parse("[[[1]]]", limits: limits)) != nil)
+        do {
+            _ = try JSON.parse("[[[[1]]]]", limits: limits)
+            Issue.record("expected tooDeep")
+        } catch {
+            #expect(error.kind == .tooDeep)
+        }
+    }
+
+    @Test func acceptsScalarsAtTopLevelAndSerializesThem() throws {
+        #expect(try JSON.parse("42") == 42)
+        #expect(try JSON.parse("\"x\"") == "x")
+        #expect(JSON.null.serializedString() == "null")
+        #expect(JSON.double(.nan).serializedString() == "null")
+        #expect(JSON.double(0.1).serializedString() == "0.10000000000000001" || JSON.double(0.1).serializedString() == "0.1")
+    }
+
+    @Test func typedAccessors() throws {
+        let v = try JSON.parse(#"{"n":3.0,"f":2.5,"s":"x","o":{},"a":[]}"#)
+        #expect(v["n"]?.int64Value == 3)
+        #expect(v["f"]?.int64Value == nil)
+        #expect(v["f"]?.doubleValue == 2.5)
+        #expect(v["s"]?.intValue == nil)
+        #expect(v["o"]?.objectValue?.isEmpty == true)
+        #expect(v["a"]?.arrayValue?.isEmpty == true)
+        #expect(v["missing"] == nil)
+        #expect(v["a"]?.typeName == "array")
+    }
+
+    @Test func escapesOnSerialization() {
+        let v: JSON = ["k\"ey": "line\nbreak\u{0}nul"]
+        #expect(v.serializedString() == #"{"k\"ey":"line\nbreak\u0000nul"}"#)
+    }
+}
+
+@Suite struct TimestampTests {
+    @Test func civilRoundTripAndISO() {
+        let t = Timestamp(millisecondsSinceEpoch: 1_795_000_000_123)
+        #expect(Timestamp(t.civil) == t)
+        #expect(Timestamp(millisecondsSinceEpoch: 0).iso8601 == "1970-01-01T00:00:00.000Z")
+        #expect(Timestamp(millisecondsSinceEpoch: -1).iso8601 == "1969-12-31T23:59:59.999Z")
+        #expect(Timestamp(iso8601: "2024-02-29T23:59:59.5Z")?.iso8601 == "2024-02-29T23:59:59.500Z")
+        #expect(Timestamp(iso8601: "2024-03-01T01:00:00+02:00")?.iso8601 == "2024-02-29T23:00:00.000Z")
+        #expect(Timestamp(iso8601: "2024-03-01")?.iso8601 == "2024-03-01T00:00:00.000Z")
+        #expect(Timestamp(iso8601: "2024-13-01") == nil)
+        #expect(Timestamp(iso8601: "garbage") == nil)
+    }
+}
