@@ -1,0 +1,262 @@
+extension BillingConfiguration {
+    /// Loads `path` (JSON), applies environment overrides, reads secret files and validates.
+    ///
+    /// Overrides: a variable `BILLING__section__key=value` sets `section.key` (the value is
+    /// parsed as JSON when it parses, otherwise taken as a string), e.g.
+    /// `BILLING__database__socket=/run/mysqld/mysqld.sock`. A secret may be given as a file:
+    /// `database.passwordFile`, `revenuecat.webhookSecretFile` and
+    /// `revenuecat.previousWebhookSecretFile` name a file whose content (without the trailing
+    /// newline) is the value.
+    public static func load(path: String?, environment: [String: String]) throws(ConfigurationError) -> BillingConfiguration {
+        var root = JSONObject()
+        if let path {
+            let bytes: [UInt8]
+            do { bytes = try FileIO.read(path, maxBytes: 4 << 20) } catch { throw ConfigurationError("\(error)") }
+            do {
+                guard case .object(let object) = try JSON.parse(bytes) else {
+                    throw ConfigurationError("\(path): the configuration must be a JSON object")
+                }
+                root = object
+            } catch let error as JSONError {
+                throw ConfigurationError("\(path): \(error)")
+            } catch {
+                throw ConfigurationError("\(path): \(error)")
+            }
+        }
+        for (name, value) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix("BILLING__") {
+            let keyPath = name.dropFirst("BILLING__".count).split(separator: "__", omittingEmptySubsequences: false).map(String.init)
+            guard !keyPath.isEmpty, !keyPath.contains(where: \.isEmpty) else {
+                throw ConfigurationError("environment \(name): expected BILLING__section__key")
+            }
+            let parsed = (try? JSON.parse(value)) ?? .string(value)
+            root = root.setting(keyPath, to: parsed)
+        }
+        return try BillingConfiguration(json: .object(root))
+    }
+
+    /// Decodes and validates a configuration document.
+    public init(json: JSON) throws(ConfigurationError) {
+        self.init()
+        var reader = ConfigReader(json, path: "")
+        reader.section("database") { r in
+            r.string("host", into: &database.host)
+            r.int("port", into: &database.port, range: 1...65_535)
+            r.optionalString("socket", into: &database.socket)
+            r.string("user", into: &database.user)
+            r.secret("password", into: &database.password)
+            r.string("name", into: &database.name)
+            r.int("connectTimeoutSeconds", into: &database.connectTimeoutSeconds, range: 1...60)
+            r.int("readTimeoutSeconds", into: &database.readTimeoutSeconds, range: 1...3600)
+            r.int("writeTimeoutSeconds", into: &database.writeTimeoutSeconds, range: 1...3600)
+            r.int("lockWaitTimeoutSeconds", into: &database.lockWaitTimeoutSeconds, range: 1...3600)
+        }
+        reader.section("server") { r in
+            r.int("threadsPerWorker", into: &server.threadsPerWorker, range: 1...256)
+            r.int("maxBodyBytes", into: &server.maxBodyBytes, range: 1024...(64 << 20))
+            r.int("socketMode", into: &server.socketMode, range: 0...0o777)
+            r.int("backlog", into: &server.backlog, range: 1...65_535)
+        }
+        reader.section("admin") { r in
+            r.string("socket", into: &admin.socket)
+            r.int("maxMessageBytes", into: &admin.maxMessageBytes, range: 1024...(64 << 20))
+            r.int("maxBatchLength", into: &admin.maxBatchLength, range: 1...10_000)
+            r.int("maxConnections", into: &admin.maxConnections, range: 1...1024)
+            r.int("idleTimeoutSeconds", into: &admin.idleTimeoutSeconds, range: 1...86_400)
+        }
+        reader.section("log") { r in
+            r.optionalString("file", into: &log.file)
+            r.enumeration("level", into: &log.level)
+        }
+        reader.section("auth") { r in
+            r.optionalString("keysFile", into: &auth.keysFile)
+            r.optionalString("issuer", into: &auth.issuer)
+            r.optionalString("audience", into: &auth.audience)
+            r.int("leewaySeconds", into: &auth.leewaySeconds, range: 0...3600)
+        }
+        reader.section("revenuecat") { r in
+            var secret: String? = revenuecat.webhookSecret
+            r.optionalSecret("webhookSecret", into: &secret)
+            revenuecat.webhookSecret = secret
+            var previous: String? = revenuecat.previousWebhookSecret
+            r.optionalSecret("previousWebhookSecret", into: &previous)
+            revenuecat.previousWebhookSecret = previous
+            if let tiers = r.take("entitlementTiers") {
+                if case .array(let rules) = tiers {
+                    var parsed: [(match: String, tier: Tier)] = []
+                    for (index, rule) in rules.enumerated() {
+                        if let match = rule["match"]?.stringValue, !match.isEmpty,
+                           let tier = rule["tier"]?.stringValue.flatMap(Tier.init(rawValue:)), tier != .free {
+                            parsed.append((match.lowercased(), tier))
+                        } else {
+                            r.problem("entitlementTiers[\(index)]", "expected {\"match\": string, \"tier\": \"plus\"|\"pro\"}")
+                        }
+                    }
+                    revenuecat.entitlementTiers = parsed
+                } else {
+                    r.problem("entitlementTiers", "expected an array")
+                }
+            }
+        }
+        reader.section("apple") { r in
+            r.stringArray("trustedRootsFiles", into: &apple.trustedRootsFiles)
+            r.optionalString("bundleId", into: &apple.bundleId)
+            if let value = r.take("appAppleId"), !value.isNull {
+                if let id = value.int64Value, id > 0 { apple.appAppleId = id } else { r.problem("appAppleId", "expected a positive integer") }
+            }
+            r.stringArray("environments", into: &apple.environments)
+            for environment in apple.environments where environment != "Production" && environment != "Sandbox" {
+                r.problem("environments", "unknown environment \"\(environment)\" (Production, Sandbox)")
+            }
+        }
+        if let value = reader.take("products") {
+            if case .object(let entries) = value {
+                for (productId, entry) in entries {
+                    let tier = entry["tier"]?.stringValue.flatMap(Tier.init(rawValue:))
+                    let cadence = entry["cadence"]?.stringValue.flatMap(Cadence.init(rawValue:))
+                    if let tier, tier != .free, let cadence {
+                        products[productId] = Product(tier: tier, cadence: cadence)
+                    } else {
+                        reader.problem("products.\(productId)", "expected {\"tier\": \"plus\"|\"pro\", \"cadence\": \(Cadence.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: "|"))}")
+                    }
+                }
+            } else {
+                reader.problem("products", "expected an object {productId: {tier, cadence}}")
+            }
+        }
+        reader.section("binding") { r in r.enumeration("policy", into: &binding.policy) }
+        reader.section("users") { r in
+            r.string("idPattern", into: &users.idPattern)
+            if (try? Regex(users.idPattern)) == nil { r.problem("idPattern", "not a valid regular expression") }
+        }
+        reader.section("reporting") { r in
+            r.string("currency", into: &reporting.currency)
+            if reporting.currency.utf8.count != 3 || !reporting.currency.allSatisfy(\.isUppercase) {
+                r.problem("currency", "expected an ISO 4217 code such as EUR")
+            }
+        }
+        reader.rejectUnknownKeys()
+        if database.socket == nil && database.host.isEmpty { reader.problem("database", "set socket or host") }
+        if !reader.problems.isEmpty { throw ConfigurationError(problems: reader.problems) }
+    }
+}
+
+extension JSONObject {
+    /// A copy with the value at `path` replaced, creating intermediate objects.
+    func setting(_ path: [String], to value: JSON) -> JSONObject {
+        var copy = self
+        guard let first = path.first else { return copy }
+        if path.count == 1 {
+            copy[first] = value
+        } else {
+            let child = copy[first]?.objectValue ?? JSONObject()
+            copy[first] = .object(child.setting(Array(path.dropFirst()), to: value))
+        }
+        return copy
+    }
+}
+
+/// Walks one configuration object, collecting problems (with full key paths) instead of
+/// stopping at the first, and remembering which keys were read so unknown ones (typos)
+/// are reported.
+struct ConfigReader {
+    private let object: JSONObject
+    private let path: String
+    private var consumed: Set<String> = []
+    private(set) var problems: [String] = []
+
+    init(_ json: JSON, path: String) {
+        self.object = json.objectValue ?? JSONObject()
+        self.path = path
+        if json.objectValue == nil { problems.append("\(path.isEmpty ? "configuration" : path): expected an object") }
+    }
+
+    private func key(_ name: String) -> String { path.isEmpty ? name : "\(path).\(name)" }
+
+    mutating func problem(_ name: String, _ message: String) { problems.append("\(key(name)): \(message)") }
+
+    mutating func take(_ name: String) -> JSON? {
+        consumed.insert(name)
+        return object[name]
+    }
+
+    mutating func section(_ name: String, _ body: (inout ConfigReader) -> Void) {
+        guard let value = take(name) else { return }
+        var child = ConfigReader(value, path: key(name))
+        if value.objectValue != nil { body(&child) }
+        child.rejectUnknownKeys()
+        problems += child.problems
+    }
+
+    mutating func string(_ name: String, into target: inout String) {
+        guard let value = take(name) else { return }
+        if let s = value.stringValue { target = s } else { problem(name, "expected a string, got \(value.typeName)") }
+    }
+
+    mutating func optionalString(_ name: String, into target: inout String?) {
+        guard let value = take(name) else { return }
+        if value.isNull { target = nil } else if let s = value.stringValue { target = s } else {
+            problem(name, "expected a string or null, got \(value.typeName)")
+        }
+    }
+
+    mutating func int(_ name: String, into target: inout Int, range: ClosedRange<Int>) {
+        guard let value = take(name) else { return }
+        if let v = value.intValue, range.contains(v) { target = v } else {
+            problem(name, "expected an integer in \(range.lowerBound)...\(range.upperBound)")
+        }
+    }
+
+    mutating func stringArray(_ name: String, into target: inout [String]) {
+        guard let value = take(name) else { return }
+        if let array = value.arrayValue, let strings = Optional(array.compactMap(\.stringValue)), strings.count == array.count {
+            target = strings
+        } else {
+            problem(name, "expected an array of strings")
+        }
+    }
+
+    mutating func enumeration<E: RawRepresentable & CaseIterable>(_ name: String, into target: inout E) where E.RawValue == String {
+        guard let value = take(name) else { return }
+        if let v = value.stringValue.flatMap(E.init(rawValue:)) { target = v } else {
+            problem(name, "expected one of \(E.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+    }
+
+    /// `name` or `nameFile` (a path whose content is the secret); setting both is an error.
+    mutating func optionalSecret(_ name: String, into target: inout String?) {
+        let direct = take(name)
+        let file = take(name + "File")
+        if direct != nil && file != nil && !(file?.isNull ?? true) {
+            problem(name, "set either \(name) or \(name)File, not both")
+            return
+        }
+        if let file, let path = file.stringValue {
+            do {
+                var text = try FileIO.readString(path)
+                while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
+                target = text
+            } catch {
+                problem(name + "File", "\(error)")
+            }
+        } else if let file, !file.isNull {
+            problem(name + "File", "expected a file path")
+        } else if let direct {
+            if direct.isNull { target = nil } else if let s = direct.stringValue { target = s } else {
+                problem(name, "expected a string")
+            }
+        }
+    }
+
+    mutating func secret(_ name: String, into target: inout String) {
+        var value: String? = target
+        optionalSecret(name, into: &value)
+        target = value ?? ""
+    }
+
+    mutating func rejectUnknownKeys() {
+        for name in object.keys where !consumed.contains(name) {
+            problems.append("\(key(name)): unknown key")
+        }
+    }
+}
+

@@ -1,0 +1,99 @@
+import Glibc
+import Synchronization
+
+public enum LogLevel: String, Sendable, Comparable, CaseIterable {
+    case debug, info, notice, warning, error
+
+    private var rank: Int { LogLevel.allCases.firstIndex(of: self)! }
+    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rank < rhs.rank }
+}
+
+/// Where log lines go: a file opened O_APPEND (reopened on SIGUSR1 after rotation) or
+/// standard error. One `write(2)` per line, under a lock, so lines never interleave.
+public final class LogSink: Sendable {
+    private struct State {
+        var fd: Int32
+        var path: String?
+    }
+
+    private let state: Mutex<State>
+    public let minimumLevel: LogLevel
+
+    /// Logs to `path`, or to standard error when nil.
+    public init(path: String?, minimumLevel: LogLevel = .info) throws(FileIO.Error) {
+        self.minimumLevel = minimumLevel
+        let fd = try LogSink.open(path)
+        self.state = Mutex(State(fd: fd, path: path))
+    }
+
+    public static let standardError = try! LogSink(path: nil)
+
+    private static func open(_ path: String?) throws(FileIO.Error) -> Int32 {
+        guard let path else { return STDERR_FILENO }
+        let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)
+        guard fd >= 0 else { throw FileIO.Error(path: path, errno: errno) }
+        return fd
+    }
+
+    /// Reopens the file (after logrotate moved it). Keeps the old descriptor on failure.
+    public func reopen() {
+        state.withLock { state in
+            guard let path = state.path, let fd = try? LogSink.open(path) else { return }
+            if state.fd != STDERR_FILENO { close(state.fd) }
+            state.fd = fd
+        }
+    }
+
+    func write(_ line: [UInt8]) {
+        state.withLock { state in
+            var offset = 0
+            while offset < line.count {
+                let n = line.withUnsafeBytes { Glibc.write(state.fd, $0.baseAddress! + offset, $0.count - offset) }
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { return }
+                offset += n
+            }
+        }
+    }
+
+    deinit {
+        state.withLock { if $0.fd != STDERR_FILENO { close($0.fd) } }
+    }
+}
+
+/// A JSON-lines logger: `{"ts":…,"level":…,"msg":…,"request.id":…,…}`. Values are plain
+/// strings or numbers chosen by the caller; never pass payloads, tokens or secrets.
+/// A value type: `with(_:_:)` returns a logger carrying extra metadata (e.g. the request id).
+public struct Logger: Sendable {
+    public let sink: LogSink
+    public private(set) var metadata: JSONObject
+    public let clock: any BillingClock
+
+    public init(sink: LogSink, metadata: JSONObject = [:], clock: any BillingClock = SystemClock()) {
+        self.sink = sink
+        self.metadata = metadata
+        self.clock = clock
+    }
+
+    public func with(_ key: String, _ value: JSON) -> Logger {
+        var copy = self
+        copy.metadata[key] = value
+        return copy
+    }
+
+    public func log(_ level: LogLevel, _ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) {
+        guard level >= sink.minimumLevel else { return }
+        var line: JSONObject = ["ts": .string(clock.now().iso8601), "level": .string(level.rawValue), "msg": .string(message)]
+        for (key, value) in metadata { line[key] = value }
+        for (key, value) in fields { line[key] = value }
+        var bytes = JSON.object(line).serialized()
+        bytes.append(0x0A)
+        sink.write(bytes)
+    }
+
+    public func debug(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.debug, message, fields) }
+    public func info(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.info, message, fields) }
+    public func notice(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.notice, message, fields) }
+    public func warning(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.warning, message, fields) }
+    public func error(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.error, message, fields) }
+}

@@ -1,0 +1,338 @@
+# shellcheck shell=bash
+# The FCGIBilling local stack: Debian packages, build, private MariaDB, migrations,
+# workers, billing-rpc and nginx, all under $BILLING_VAR_DIR and started by pid.
+# Sourced by scripts/dev-up, dev-down, test, workerctl and bench; not run directly.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+stack_defaults() {
+    BILLING_VAR_DIR=${BILLING_VAR_DIR:-$ROOT/var}
+    mkdir -p "$BILLING_VAR_DIR"
+    BILLING_VAR_DIR=$(cd "$BILLING_VAR_DIR" && pwd)
+    BILLING_HTTP_PORT=${BILLING_HTTP_PORT:-8080}
+    BILLING_DB_PORT=${BILLING_DB_PORT:-3307}
+    BILLING_WORKERS=${BILLING_WORKERS:-2}
+    BILLING_THREADS=${BILLING_THREADS:-4}
+    BILLING_CONFIG=${BILLING_CONFIG:-$BILLING_VAR_DIR/billing.json}
+    export BILLING_VAR_DIR BILLING_HTTP_PORT BILLING_DB_PORT BILLING_WORKERS BILLING_CONFIG
+    RUN_DIR=$BILLING_VAR_DIR/run
+    LOG_DIR=$BILLING_VAR_DIR/log
+    DB_DIR=$BILLING_VAR_DIR/mariadb
+    DB_SOCKET=$RUN_DIR/mariadb.sock
+    RPC_SOCKET=$RUN_DIR/billing-rpc.sock
+    mkdir -p "$RUN_DIR" "$LOG_DIR" "$BILLING_VAR_DIR/secrets" "$BILLING_VAR_DIR/nginx/tmp"
+    chmod 700 "$BILLING_VAR_DIR/secrets"
+}
+
+say() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- packages and build
+
+STACK_PACKAGES=(pkg-config libfcgi-dev libmariadb-dev libssl-dev libjansson-dev
+                mariadb-server mariadb-client nginx-light wrk curl python3 openssl procps)
+
+ensure_packages() {
+    local missing=() p
+    for p in "${STACK_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    # Any nginx flavour will do.
+    if [[ " ${missing[*]} " == *" nginx-light "* ]] && command -v nginx >/dev/null; then
+        missing=("${missing[@]/nginx-light}")
+    fi
+    local wanted=()
+    for p in "${missing[@]}"; do [[ -n $p ]] && wanted+=("$p"); done
+    [[ ${#wanted[@]} -eq 0 ]] && return 0
+    say "installing Debian packages: ${wanted[*]}"
+    local sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+    # Keep package scripts from starting the system's own MariaDB/nginx services.
+    local policy_created=0
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+        printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null
+        "${sudo[@]}" chmod +x /usr/sbin/policy-rc.d
+        policy_created=1
+    fi
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${wanted[@]}" >/dev/null
+    [[ $policy_created -eq 1 ]] && "${sudo[@]}" rm -f /usr/sbin/policy-rc.d
+    return 0
+}
+
+build_release() {
+    say "building (release)"
+    (cd "$ROOT" && swift build -c release -Xswiftc -warnings-as-errors 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' >&2) \
+        || die "release build failed"
+    BIN_DIR=$(cd "$ROOT" && swift build -c release --show-bin-path)
+    [[ -x $BIN_DIR/billing-fcgi && -x $BIN_DIR/billing-rpc ]] || die "binaries missing in $BIN_DIR"
+}
+
+bin_dir() {
+    BIN_DIR=${BIN_DIR:-$(cd "$ROOT" && swift build -c release --show-bin-path)}
+}
+
+# ---------------------------------------------------------------- processes by pid file
+
+# pid_alive FILE NAME: the pid in FILE is running and is NAME (guards against pid reuse).
+pid_alive() {
+    local file=$1 name=$2 pid
+    [[ -f $file ]] || return 1
+    pid=$(cat "$file" 2>/dev/null) || return 1
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    kill -0 "$pid" 2>/dev/null || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$name"
+}
+
+# stop_pid FILE NAME [SIGNAL] [SECONDS]: signal, wait for exit, then SIGKILL.
+stop_pid() {
+    local file=$1 name=$2 signal=${3:-TERM} seconds=${4:-30} pid i
+    if ! pid_alive "$file" "$name"; then rm -f "$file"; return 0; fi
+    pid=$(cat "$file")
+    kill "-$signal" "$pid" 2>/dev/null || true
+    for ((i = 0; i < seconds * 10; i++)); do
+        kill -0 "$pid" 2>/dev/null || { rm -f "$file"; return 0; }
+        sleep 0.1
+    done
+    say "$name (pid $pid) did not stop in ${seconds}s; killing"
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$file"
+}
+
+# wait_for_socket PATH PIDFILE NAME LOG: until PATH accepts a connection.
+wait_for_socket() {
+    local path=$1 pidfile=$2 name=$3 logfile=$4 i
+    for ((i = 0; i < 150; i++)); do
+        if [[ -S $path ]] && python3 - "$path" <<'PY' 2>/dev/null
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(1)
+s.connect(sys.argv[1])
+PY
+        then return 0; fi
+        pid_alive "$pidfile" "$name" || { tail -n 20 "$logfile" >&2 2>/dev/null; die "$name exited during start-up (log: $logfile)"; }
+        sleep 0.1
+    done
+    tail -n 20 "$logfile" >&2 2>/dev/null
+    die "$name did not listen on $path within 15s (log: $logfile)"
+}
+
+# ---------------------------------------------------------------- MariaDB
+
+db_client() { mariadb --no-defaults --protocol=socket -S "$DB_SOCKET" -uroot "$@"; }
+
+db_start() {
+    if pid_alive "$RUN_DIR/mariadb.pid" mariadbd; then return 0; fi
+    if [[ ! -d $DB_DIR/data/mysql ]]; then
+        say "initializing MariaDB in $DB_DIR/data"
+        mkdir -p "$DB_DIR/data"
+        mariadb-install-db --no-defaults --user="$(id -un)" --datadir="$DB_DIR/data" \
+            --auth-root-authentication-method=normal --skip-test-db >"$LOG_DIR/mariadb-install.log" 2>&1 \
+            || { tail -n 20 "$LOG_DIR/mariadb-install.log" >&2; die "mariadb-install-db failed"; }
+    fi
+    say "starting MariaDB (socket $DB_SOCKET, port $BILLING_DB_PORT)"
+    # --no-defaults: nothing from /etc/mysql; so charset must be said explicitly (else latin1).
+    mariadbd --no-defaults --user="$(id -un)" --datadir="$DB_DIR/data" \
+        --socket="$DB_SOCKET" --port="$BILLING_DB_PORT" --bind-address=127.0.0.1 \
+        --pid-file="$RUN_DIR/mariadb.pid" --log-error="$LOG_DIR/mariadb.log" \
+        --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
+        --skip-name-resolve --default-time-zone=+00:00 --max-connections=500 \
+        --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=1 \
+        </dev/null >/dev/null 2>&1 &
+    local i
+    for ((i = 0; i < 300; i++)); do
+        if mariadb-admin --no-defaults --protocol=socket -S "$DB_SOCKET" -uroot ping >/dev/null 2>&1; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    tail -n 30 "$LOG_DIR/mariadb.log" >&2 2>/dev/null
+    die "MariaDB did not start within 30s (log: $LOG_DIR/mariadb.log)"
+}
+
+db_stop() { stop_pid "$RUN_DIR/mariadb.pid" mariadbd TERM 60; }
+
+# The application's database and user; the password lives in a secret file.
+db_bootstrap() {
+    local secret=$BILLING_VAR_DIR/secrets/db-password
+    [[ -s $secret ]] || { openssl rand -hex 24 >"$secret"; chmod 600 "$secret"; }
+    local password
+    password=$(cat "$secret")
+    db_client <<SQL || die "could not create the billing database and user"
+CREATE DATABASE IF NOT EXISTS billing CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+CREATE USER IF NOT EXISTS 'billing'@'localhost' IDENTIFIED BY '$password';
+CREATE USER IF NOT EXISTS 'billing'@'127.0.0.1' IDENTIFIED BY '$password';
+ALTER USER 'billing'@'localhost' IDENTIFIED BY '$password';
+ALTER USER 'billing'@'127.0.0.1' IDENTIFIED BY '$password';
+GRANT ALL PRIVILEGES ON billing.* TO 'billing'@'localhost';
+GRANT ALL PRIVILEGES ON billing.* TO 'billing'@'127.0.0.1';
+SQL
+}
+
+# ---------------------------------------------------------------- configuration
+
+# Writes the generated configuration (unless BILLING_CONFIG points elsewhere), deep-merging
+# BILLING_CONFIG_OVERLAY over it.
+config_generate() {
+    [[ $BILLING_CONFIG == "$BILLING_VAR_DIR/billing.json" ]] || { [[ -f $BILLING_CONFIG ]] || die "BILLING_CONFIG=$BILLING_CONFIG does not exist"; return 0; }
+    if [[ -n ${BILLING_CONFIG_OVERLAY:-} && ! -f $BILLING_CONFIG_OVERLAY ]]; then
+        die "BILLING_CONFIG_OVERLAY=$BILLING_CONFIG_OVERLAY does not exist"
+    fi
+    python3 - "$BILLING_CONFIG" "${BILLING_CONFIG_OVERLAY:-}" <<PY || die "could not write $BILLING_CONFIG"
+import json, os, sys
+path, overlay = sys.argv[1], sys.argv[2]
+config = {
+    "database": {"socket": "$DB_SOCKET", "user": "billing", "name": "billing",
+                 "passwordFile": "$BILLING_VAR_DIR/secrets/db-password",
+                 "connectTimeoutSeconds": 2, "readTimeoutSeconds": 10, "writeTimeoutSeconds": 10},
+    "server": {"threadsPerWorker": $BILLING_THREADS, "maxBodyBytes": 1048576},
+    "admin": {"socket": "$RPC_SOCKET"},
+    "log": {"level": "info"},
+    "users": {},
+    "reporting": {"currency": "EUR"},
+}
+def merge(base, extra):
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge(base[key], value)
+        else:
+            base[key] = value
+if overlay:
+    with open(overlay) as f:
+        merge(config, json.load(f))
+tmp = path + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(config, f, indent=2)
+    f.write("\n")
+os.chmod(tmp, 0o640)
+os.replace(tmp, path)
+PY
+}
+
+migrate() {
+    say "applying migrations from $ROOT/sql"
+    "$BIN_DIR/billing-rpc" migrate --config "$BILLING_CONFIG" --sql-dir "$ROOT/sql" >&2 \
+        || die "migrations failed"
+}
+
+# ---------------------------------------------------------------- workers
+
+worker_socket() { echo "$RUN_DIR/worker-$1.sock"; }
+
+worker_start() {
+    local i=$1
+    local pidfile=$RUN_DIR/worker-$i.pid socket
+    socket=$(worker_socket "$i")
+    if pid_alive "$pidfile" billing-fcgi; then return 0; fi
+    setsid "$BIN_DIR/billing-fcgi" --config "$BILLING_CONFIG" --socket "$socket" \
+        --log-file "$LOG_DIR/worker-$i.log" </dev/null >>"$LOG_DIR/worker-$i.out" 2>&1 &
+    echo $! >"$pidfile"
+    wait_for_socket "$socket" "$pidfile" billing-fcgi "$LOG_DIR/worker-$i.out"
+}
+
+# Graceful: the worker refuses new connections at once (nginx moves on to the next
+# worker), finishes what it is serving and exits 0.
+worker_stop() { stop_pid "$RUN_DIR/worker-$1.pid" billing-fcgi TERM 30; }
+
+workers_start() {
+    local i
+    for ((i = 1; i <= BILLING_WORKERS; i++)); do worker_start "$i"; done
+}
+
+workers_stop() {
+    local f i
+    for f in "$RUN_DIR"/worker-*.pid; do
+        [[ -e $f ]] || continue
+        i=${f##*/worker-}; i=${i%.pid}
+        worker_stop "$i"
+    done
+}
+
+# ---------------------------------------------------------------- billing-rpc
+
+rpc_start() {
+    pid_alive "$RUN_DIR/billing-rpc.pid" billing-rpc && return 0
+    setsid "$BIN_DIR/billing-rpc" --config "$BILLING_CONFIG" --log-file "$LOG_DIR/billing-rpc.log" \
+        </dev/null >>"$LOG_DIR/billing-rpc.out" 2>&1 &
+    echo $! >"$RUN_DIR/billing-rpc.pid"
+    wait_for_socket "$RPC_SOCKET" "$RUN_DIR/billing-rpc.pid" billing-rpc "$LOG_DIR/billing-rpc.out"
+}
+
+rpc_stop() { stop_pid "$RUN_DIR/billing-rpc.pid" billing-rpc TERM 30; }
+
+# ---------------------------------------------------------------- nginx
+
+nginx_render() {
+    local upstream="" i
+    for ((i = 1; i <= BILLING_WORKERS; i++)); do
+        upstream+="        server unix:$(worker_socket "$i") max_fails=0;"$'\n'
+    done
+    local max_body=$((1048576 + 65536))
+    python3 - "$ROOT/nginx/nginx.conf.template" "$BILLING_VAR_DIR/nginx/nginx.conf" <<PY || die "could not render nginx.conf"
+import sys
+text = open(sys.argv[1]).read()
+values = {"USER": "$(id -un)", "GROUP": "$(id -gn)", "VAR_DIR": "$BILLING_VAR_DIR", "REPO_DIR": "$ROOT",
+          "HTTP_PORT": "$BILLING_HTTP_PORT", "NGINX_MAX_BODY": "$max_body", "UPSTREAM_SERVERS": """$upstream"""}
+for key, value in values.items():
+    text = text.replace("@" + key + "@", value.rstrip("\n") if key == "UPSTREAM_SERVERS" else value)
+import re
+left = re.findall(r"@[A-Z_]+@", text)
+assert not left, f"unrendered placeholders: {left}"
+open(sys.argv[2], "w").write(text)
+PY
+}
+
+nginx_cmd() { nginx -p "$BILLING_VAR_DIR/nginx" -c "$BILLING_VAR_DIR/nginx/nginx.conf" -e "$LOG_DIR/nginx-error.log" "$@"; }
+
+nginx_start() {
+    nginx_render
+    nginx_cmd -t -q 2>"$LOG_DIR/nginx-test.log" || { cat "$LOG_DIR/nginx-test.log" >&2; die "nginx configuration test failed"; }
+    if pid_alive "$RUN_DIR/nginx.pid" nginx; then
+        nginx_cmd -s reload
+        return 0
+    fi
+    say "starting nginx on 127.0.0.1:$BILLING_HTTP_PORT"
+    nginx_cmd || die "nginx did not start (log: $LOG_DIR/nginx-error.log)"
+    local i
+    for ((i = 0; i < 100; i++)); do
+        curl -fsS -o /dev/null "http://127.0.0.1:$BILLING_HTTP_PORT/_static" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    tail -n 20 "$LOG_DIR/nginx-error.log" >&2 2>/dev/null
+    die "nginx is not answering on 127.0.0.1:$BILLING_HTTP_PORT"
+}
+
+nginx_stop() { stop_pid "$RUN_DIR/nginx.pid" nginx QUIT 30; }
+
+# ---------------------------------------------------------------- the whole stack
+
+stack_up() {
+    db_start
+    db_bootstrap
+    config_generate
+    migrate
+    workers_start
+    rpc_start
+    nginx_start
+}
+
+stack_down() {
+    nginx_stop
+    rpc_stop
+    workers_stop
+    db_stop
+}
+
+stack_print() {
+    cat <<TXT
+FCGIBilling is up.
+  API          http://127.0.0.1:$BILLING_HTTP_PORT/api/v1/health
+  workers      $BILLING_WORKERS × $BILLING_THREADS threads, sockets $RUN_DIR/worker-N.sock
+  admin RPC    $RPC_SOCKET   (scripts/billing-admin system.health)
+  MariaDB      socket $DB_SOCKET, port $BILLING_DB_PORT, database billing
+               (mariadb --no-defaults -S $DB_SOCKET -uroot billing)
+  config       $BILLING_CONFIG
+  logs         $LOG_DIR
+  stop         scripts/dev-down
+TXT
+}
