@@ -126,7 +126,7 @@ extension BillingConfiguration {
         reader.section("binding") { r in r.enumeration("policy", into: &binding.policy) }
         reader.section("users") { r in
             r.string("idPattern", into: &users.idPattern)
-            if (try? Regex(users.idPattern)) == nil { r.problem("idPattern", "not a valid regular expression") }
+            if UserIdPattern(users.idPattern) == nil { r.problem("idPattern", "not a valid POSIX extended regular expression") }
         }
         reader.section("reporting") { r in
             r.string("currency", into: &reporting.currency)

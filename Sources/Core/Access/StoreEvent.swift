@@ -1,0 +1,120 @@
+/// Who delivered an event into the inbox.
+public enum EventProvider: String, Sendable, CaseIterable {
+    case revenuecat
+    case appleNotification = "apple_notification"
+    case appleTransaction = "apple_transaction"
+}
+
+public enum StoreEnvironment: String, Sendable, CaseIterable {
+    case production, sandbox
+}
+
+/// What an event means, across providers. The raw provider type is kept beside it.
+public enum EventKind: String, Sendable, CaseIterable {
+    case purchase               // first purchase of a subscription (trial or paid)
+    case renewal                // a new period (incl. trial conversion, confirmed plan change)
+    case cancellation           // auto-renew turned off: access stays until expiry
+    case uncancellation         // auto-renew turned back on
+    case expiration             // the subscription ended
+    case billingIssue = "billing_issue"       // payment failed: grace or billing retry
+    case productChange = "product_change"     // a pending change of product (informative)
+    case nonRenewingPurchase = "non_renewing_purchase"
+    case `extension`            // expiry moved later by the store
+    case pause                  // will pause at the next renewal
+    case temporaryGrant = "temporary_grant"   // store outage: temporary access
+    case refund                 // access ends now (refund / customer support cancellation / revocation)
+    case refundReversed = "refund_reversed"
+    case promotional            // store-side promotional access
+    case transfer               // purchases moved between app users
+    case test
+    case unknown
+}
+
+/// One normalized store event: what the fold needs, provider-independent. Built by the
+/// RevenueCat and App Store decoders; stored in `billing_events` columns.
+public struct StoreEvent: Sendable, Equatable {
+    public var provider: EventProvider
+    /// RevenueCat `event.id`, Apple `notificationUUID`, or a client `transactionId`.
+    public var providerEventId: String
+    public var rawType: String
+    public var kind: EventKind
+    /// Ordering key: the provider's own event time. Events without one are never applied.
+    public var intrinsicAt: Timestamp?
+    /// The subscription's identity (`original_transaction_id` / `originalTransactionId`).
+    public var subscriptionId: String?
+    public var productId: String?
+    public var tier: Tier?
+    /// RevenueCat `period_type` or the App Store offer type, upper-cased (TRIAL, INTRO, NORMAL, …).
+    public var periodType: String?
+    public var isTrial: Bool
+    public var environment: StoreEnvironment
+    /// Who manages the subscription (`app_store`, `play_store`, `stripe`, `promotional`, …).
+    public var platform: String?
+    public var purchasedAt: Timestamp?
+    public var expiresAt: Timestamp?
+    public var graceExpiresAt: Timestamp?
+    /// Price in thousandths of `currency`.
+    public var priceMilli: Int64?
+    public var currency: String?
+    public var cancelReason: String?
+    /// For product changes: the product the subscription changes to, and its tier.
+    public var newProductId: String?
+    public var newTier: Tier?
+    /// For product changes, when the change takes effect if known.
+    public var effectiveAt: Timestamp?
+    /// Auto-renew state carried by the event, when the provider says it (App Store renewal info).
+    public var willRenew: Bool?
+    /// For transfers: the app user ids that lose their store access, and those that gain it.
+    public var transferredFrom: [String]
+    public var transferredTo: [String]
+
+    public init(provider: EventProvider, providerEventId: String, rawType: String, kind: EventKind,
+                intrinsicAt: Timestamp?, subscriptionId: String? = nil, productId: String? = nil, tier: Tier? = nil,
+                periodType: String? = nil, isTrial: Bool = false, environment: StoreEnvironment = .production,
+                platform: String? = nil, purchasedAt: Timestamp? = nil, expiresAt: Timestamp? = nil,
+                graceExpiresAt: Timestamp? = nil, priceMilli: Int64? = nil, currency: String? = nil,
+                cancelReason: String? = nil, newProductId: String? = nil, newTier: Tier? = nil,
+                effectiveAt: Timestamp? = nil, willRenew: Bool? = nil,
+                transferredFrom: [String] = [], transferredTo: [String] = []) {
+        self.provider = provider
+        self.providerEventId = providerEventId
+        self.rawType = rawType
+        self.kind = kind
+        self.intrinsicAt = intrinsicAt
+        self.subscriptionId = subscriptionId
+        self.productId = productId
+        self.tier = tier
+        self.periodType = periodType
+        self.isTrial = isTrial
+        self.environment = environment
+        self.platform = platform
+        self.purchasedAt = purchasedAt
+        self.expiresAt = expiresAt
+        self.graceExpiresAt = graceExpiresAt
+        self.priceMilli = priceMilli
+        self.currency = currency
+        self.cancelReason = cancelReason
+        self.newProductId = newProductId
+        self.newTier = newTier
+        self.effectiveAt = effectiveAt
+        self.willRenew = willRenew
+        self.transferredFrom = transferredFrom
+        self.transferredTo = transferredTo
+    }
+
+    /// Whether the fold may apply this event at all: it needs an intrinsic time, and tests
+    /// and unknown types never change access.
+    public var isApplicable: Bool {
+        intrinsicAt != nil && kind != .test && kind != .unknown
+    }
+}
+
+/// The deterministic order of the fold: intrinsic time, then provider event id (so two
+/// events at the same millisecond still fold the same way whatever their arrival order).
+public func foldOrder(_ a: StoreEvent, _ b: StoreEvent) -> Bool {
+    let ta = a.intrinsicAt?.millisecondsSinceEpoch ?? .min
+    let tb = b.intrinsicAt?.millisecondsSinceEpoch ?? .min
+    if ta != tb { return ta < tb }
+    if a.providerEventId != b.providerEventId { return a.providerEventId < b.providerEventId }
+    return a.provider.rawValue < b.provider.rawValue
+}

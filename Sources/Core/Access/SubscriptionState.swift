@@ -1,0 +1,137 @@
+/// The phase of a user's access, as the snapshot reports it.
+public enum AccessPhase: String, Sendable, CaseIterable {
+    case none
+    case trial
+    case active
+    /// Auto-renew is off; access continues until expiry.
+    case canceled
+    /// A payment failed; the store keeps access until the grace period ends.
+    case grace
+    /// A payment failed and there is no grace period: no access while the store retries.
+    case billingRetry
+    case expired
+    /// Refunded or revoked: access ended early.
+    case revoked
+}
+
+/// A product change that is recorded but not yet in effect (SPEC §5, seeds/003): a
+/// downgrade waits for the period end, an upgrade for its confirmed transaction.
+public struct PendingChange: Sendable, Equatable {
+    public var productId: String
+    public var tier: Tier?
+    public var effectiveAt: Timestamp?
+
+    public init(productId: String, tier: Tier?, effectiveAt: Timestamp?) {
+        self.productId = productId
+        self.tier = tier
+        self.effectiveAt = effectiveAt
+    }
+}
+
+/// One store subscription of a user as the fold leaves it. Stored in `billing_subscriptions`.
+public struct SubscriptionState: Sendable, Equatable {
+    public var subscriptionId: String
+    public var provider: EventProvider
+    public var platform: String?
+    public var environment: StoreEnvironment
+    public var productId: String?
+    /// nil when the product maps to no paid tier (it then grants nothing).
+    public var tier: Tier?
+    public var phase: AccessPhase
+    public var willRenew: Bool
+    /// Whether the current period is a free trial.
+    public var inTrialPeriod: Bool
+    public var purchasedAt: Timestamp?
+    /// nil means no end (a lifetime non-renewing purchase).
+    public var expiresAt: Timestamp?
+    public var graceExpiresAt: Timestamp?
+    public var trialStartsAt: Timestamp?
+    public var trialEndsAt: Timestamp?
+    public var pendingChange: PendingChange?
+    /// Expiry before a refund cut it short, so a reversed refund restores it.
+    public var expiresBeforeRevocation: Timestamp?
+    public var lastEventAt: Timestamp
+
+    public init(subscriptionId: String, provider: EventProvider, platform: String? = nil,
+                environment: StoreEnvironment = .production, productId: String? = nil, tier: Tier? = nil,
+                phase: AccessPhase = .none, willRenew: Bool = false, inTrialPeriod: Bool = false,
+                purchasedAt: Timestamp? = nil, expiresAt: Timestamp? = nil, graceExpiresAt: Timestamp? = nil,
+                trialStartsAt: Timestamp? = nil, trialEndsAt: Timestamp? = nil, pendingChange: PendingChange? = nil,
+                expiresBeforeRevocation: Timestamp? = nil, lastEventAt: Timestamp) {
+        self.subscriptionId = subscriptionId
+        self.provider = provider
+        self.platform = platform
+        self.environment = environment
+        self.productId = productId
+        self.tier = tier
+        self.phase = phase
+        self.willRenew = willRenew
+        self.inTrialPeriod = inTrialPeriod
+        self.purchasedAt = purchasedAt
+        self.expiresAt = expiresAt
+        self.graceExpiresAt = graceExpiresAt
+        self.trialStartsAt = trialStartsAt
+        self.trialEndsAt = trialEndsAt
+        self.pendingChange = pendingChange
+        self.expiresBeforeRevocation = expiresBeforeRevocation
+        self.lastEventAt = lastEventAt
+    }
+
+    /// Whether this subscription grants its tier at `now`. Expiry is honoured here, at read
+    /// time: an expired row reads as no access even if no EXPIRATION event ever arrived.
+    public func grantsAccess(at now: Timestamp) -> Bool {
+        guard let tier, tier > .free else { return false }
+        switch phase {
+        case .trial, .active, .canceled:
+            return expiresAt.map { now < $0 } ?? true
+        case .grace:
+            return (graceExpiresAt ?? expiresAt).map { now < $0 } ?? false
+        case .billingRetry:
+            return expiresAt.map { now < $0 } ?? false
+        case .none, .expired, .revoked:
+            return false
+        }
+    }
+
+    /// The phase to report at `now`: a lapsed trial/active/canceled/grace reads `expired`.
+    public func phase(at now: Timestamp) -> AccessPhase {
+        if grantsAccess(at: now) { return phase }
+        switch phase {
+        case .revoked, .billingRetry, .none: return phase
+        default: return .expired
+        }
+    }
+}
+
+/// The result of folding a user's store events: every subscription's state.
+public struct StoreProjection: Sendable, Equatable {
+    /// Sorted by subscription id, so equal projections compare equal.
+    public var subscriptions: [SubscriptionState]
+    /// Intrinsic time of the last applied event.
+    public var lastEventAt: Timestamp?
+    public var appliedEvents: Int
+
+    public init(subscriptions: [SubscriptionState] = [], lastEventAt: Timestamp? = nil, appliedEvents: Int = 0) {
+        self.subscriptions = subscriptions
+        self.lastEventAt = lastEventAt
+        self.appliedEvents = appliedEvents
+    }
+
+    public static let empty = StoreProjection()
+
+    /// The subscription that decides the store tier at `now`: the highest tier among those
+    /// granting access (ties: the one lasting longest); without any, the most recently
+    /// changed one (to report why there is no access).
+    public func primary(at now: Timestamp) -> SubscriptionState? {
+        let granting = subscriptions.filter { $0.grantsAccess(at: now) }
+        if let best = granting.max(by: { a, b in
+            if a.tier != b.tier { return (a.tier ?? .free) < (b.tier ?? .free) }
+            return (a.expiresAt?.millisecondsSinceEpoch ?? .max) < (b.expiresAt?.millisecondsSinceEpoch ?? .max)
+        }) {
+            return best
+        }
+        return subscriptions.max { a, b in
+            a.lastEventAt != b.lastEventAt ? a.lastEventAt < b.lastEventAt : a.subscriptionId < b.subscriptionId
+        }
+    }
+}
