@@ -1,0 +1,95 @@
+import CFCGI
+
+/// One thread's `FCGX_Request`, reused for every request that thread accepts.
+///
+/// libfcgi keeps pointers to the struct inside its streams, so it lives at a fixed heap
+/// address for the object's lifetime. Used only by the thread that created it.
+final class FastCGIRequest {
+    private let raw: UnsafeMutablePointer<FCGX_Request>
+
+    init(listenDescriptor: Int32) throws(FastCGIError) {
+        raw = .allocate(capacity: 1)
+        raw.initialize(to: FCGX_Request())
+        let status = FCGX_InitRequest(raw, listenDescriptor, 0)
+        guard status == 0 else {
+            raw.deallocate()
+            throw FastCGIError.thread("FCGX_InitRequest failed with \(status)", errno: 0)
+        }
+    }
+
+    deinit {
+        FCGX_Free(raw, 1)
+        raw.deinitialize(count: 1)
+        raw.deallocate()
+    }
+
+    /// Finishes the previous request, then blocks for the next one. 0 on success, a
+    /// negative errno (or libfcgi code) when accepting failed or shutdown is pending.
+    func accept() -> Int32 {
+        FCGX_Accept_r(raw)
+    }
+
+    /// Flushes the response and closes the connection (nginx opens one per request).
+    func finish() {
+        FCGX_Finish_r(raw)
+    }
+
+    /// All params copied into Swift strings at once: libfcgi reuses their buffers on the
+    /// next accept.
+    func params() -> [String: String] {
+        var result: [String: String] = [:]
+        guard var entry = raw.pointee.envp else { return result }
+        while let cString = entry.pointee {
+            let pair = String(cString: cString)
+            if let equals = pair.firstIndex(of: "=") {
+                result[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
+            } else {
+                result[pair] = ""
+            }
+            entry += 1
+        }
+        return result
+    }
+
+    /// Reads up to `limit` bytes of FCGI_STDIN; fewer means end of input was reached.
+    func read(upTo limit: Int) -> [UInt8] {
+        var body: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while body.count < limit {
+            let wanted = min(chunk.count, limit - body.count)
+            let got = chunk.withUnsafeMutableBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { FCGX_GetStr($0.baseAddress, Int32(wanted), raw.pointee.in) }
+            }
+            if got <= 0 { break }
+            body.append(contentsOf: chunk[0..<Int(got)])
+            if got < wanted { break }
+        }
+        return body
+    }
+
+    /// Reads and throws away up to `limit` bytes; true when end of input was reached, so
+    /// nginx finished sending and will read our response instead of seeing a reset.
+    func discard(upTo limit: Int) -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        var remaining = limit
+        while remaining > 0 {
+            let wanted = min(chunk.count, remaining)
+            let got = chunk.withUnsafeMutableBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { FCGX_GetStr($0.baseAddress, Int32(wanted), raw.pointee.in) }
+            }
+            if got < wanted { return true }
+            remaining -= Int(got)
+        }
+        return FCGX_HasSeenEOF(raw.pointee.in) != 0
+    }
+
+    /// Writes to FCGI_STDOUT; false when the connection failed (nginx went away).
+    @discardableResult
+    func write(_ bytes: [UInt8]) -> Bool {
+        guard !bytes.isEmpty else { return true }
+        let written = bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { FCGX_PutStr($0.baseAddress, Int32(buffer.count), raw.pointee.out) }
+        }
+        return Int(written) == bytes.count
+    }
+}

@@ -1,0 +1,176 @@
+import CFCGI
+import Glibc
+import Synchronization
+
+/// N POSIX threads accepting on one listener, each with its own `FCGX_Request` and its own
+/// `RequestContext` (where the thread's database connection lives).
+///
+/// Threads are started here, in Core, from a C entry point: closures written in
+/// `main.swift` top-level code are main-actor isolated in Swift 6 and trap when run on
+/// another thread.
+public final class FastCGIWorkerPool: Sendable {
+    public struct Configuration: Sendable, Equatable {
+        public var threads: Int
+        /// Largest accepted request body; a larger `CONTENT_LENGTH` is answered 413 unread.
+        public var maxBodyBytes: Int
+        /// How much of a refused body is read and discarded so nginx can finish sending and
+        /// read the 413; beyond it the connection is just closed.
+        public var maxDrainBytes: Int
+        /// Recycle: after this many requests (process-wide) the process stops gracefully
+        /// like on SIGTERM and its supervisor starts a fresh one. 0 disables it.
+        public var maxRequests: Int
+
+        public init(threads: Int = 4, maxBodyBytes: Int = 1 << 20, maxDrainBytes: Int = 16 << 20, maxRequests: Int = 0) {
+            self.threads = threads
+            self.maxBodyBytes = maxBodyBytes
+            self.maxDrainBytes = maxDrainBytes
+            self.maxRequests = maxRequests
+        }
+    }
+
+    /// Builds a thread's context, on that thread, before it accepts anything.
+    public typealias ContextFactory = @Sendable (_ workerIndex: Int) throws -> RequestContext
+
+    private let listener: FastCGIListener
+    private let configuration: Configuration
+    private let router: Router
+    private let makeContext: ContextFactory
+    private let events: ServerEvents.Sink
+    private let requestStop: @Sendable () -> Void
+    private let stopping = Atomic<Bool>(false)
+    private let failed = Atomic<Bool>(false)
+    private let served = Atomic<Int>(0)
+    private let threadIDs = Mutex<[pthread_t]>([])
+
+    /// `requestStop` is called from a worker thread when the process should stop on its
+    /// own (recycle, or a context that could not be built); by default it sends SIGTERM to
+    /// this process so the main thread's `ProcessSignals.wait()` performs the normal stop.
+    public init(listener: FastCGIListener, configuration: Configuration, router: Router,
+                events: @escaping ServerEvents.Sink = ServerEvents.standardError,
+                requestStop: @escaping @Sendable () -> Void = ProcessSignals.requestStop,
+                makeContext: @escaping ContextFactory) {
+        precondition(configuration.threads > 0, "a worker pool needs at least one thread")
+        self.listener = listener
+        self.configuration = configuration
+        self.router = router
+        self.events = events
+        self.requestStop = requestStop
+        self.makeContext = makeContext
+    }
+
+    /// True when a thread could not start serving (its context factory threw).
+    public var hasFailed: Bool { failed.load(ordering: .acquiring) }
+    public var requestsServed: Int { served.load(ordering: .relaxed) }
+
+    /// Starts the threads. Block the handled signals first (`ProcessSignals`).
+    public func start() throws(FastCGIError) {
+        for index in 0..<configuration.threads {
+            let start = Unmanaged.passRetained(ThreadStart(pool: self, index: index)).toOpaque()
+            var thread = pthread_t()
+            let status = pthread_create(&thread, nil, fastCGIWorkerThreadMain, start)
+            guard status == 0 else {
+                Unmanaged<ThreadStart>.fromOpaque(start).release()
+                stop()
+                join()
+                throw FastCGIError.thread("pthread_create failed", errno: status)
+            }
+            threadIDs.withLock { $0.append(thread) }
+        }
+    }
+
+    /// Stops accepting: sets libfcgi's shutdown flag and shuts the listening socket down,
+    /// so idle threads return from `FCGX_Accept_r` and nginx's new connections are refused
+    /// at once. Threads busy with a request finish it first. Idempotent.
+    public func stop() {
+        guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        FCGX_ShutdownPending()
+        listener.stopAccepting()
+    }
+
+    /// Waits for every thread to finish its in-flight request and exit.
+    public func join() {
+        let threads = threadIDs.withLock { ids in
+            defer { ids.removeAll() }
+            return ids
+        }
+        for thread in threads { pthread_join(thread, nil) }
+    }
+
+    fileprivate func runThread(index: Int) {
+        let context: RequestContext
+        let request: FastCGIRequest
+        do {
+            context = try makeContext(index)
+            request = try FastCGIRequest(listenDescriptor: listener.descriptor)
+        } catch {
+            events(.critical, "worker thread cannot start", ["worker.thread": String(index), "error.debug": String(reflecting: error)])
+            failed.store(true, ordering: .releasing)
+            requestStop()
+            return
+        }
+        while !stopping.load(ordering: .acquiring) {
+            let status = request.accept()
+            if status < 0 {
+                if stopping.load(ordering: .acquiring) { break }
+                // Not a shutdown: e.g. EMFILE. Back off instead of losing the thread.
+                events(.error, "FCGX_Accept_r failed", ["worker.thread": String(index), "error.code": String(status)])
+                usleep(100_000)
+                continue
+            }
+            handle(request, context: context)
+            request.finish()
+            let count = served.add(1, ordering: .relaxed).newValue
+            if configuration.maxRequests > 0, count == configuration.maxRequests {
+                events(.notice, "max requests reached, recycling", ["worker.requests": String(count)])
+                requestStop()
+            }
+        }
+    }
+
+    private func handle(_ connection: FastCGIRequest, context: RequestContext) {
+        let params = connection.params()
+        let requestID = RequestID.forParams(params)
+        let plan = RequestBodyPolicy.plan(contentLength: params["CONTENT_LENGTH"], limit: configuration.maxBodyBytes)
+        var body: [UInt8] = []
+        var refusal: APIError?
+        switch plan {
+        case .readExactly(let length):
+            body = connection.read(upTo: length)
+            let more = body.count == length && !connection.read(upTo: 1).isEmpty
+            refusal = RequestBodyPolicy.verdict(plan: plan, received: body.count, moreInput: more)
+        case .readToEnd(let limit):
+            body = connection.read(upTo: limit + 1)
+            refusal = RequestBodyPolicy.verdict(plan: plan, received: body.count, moreInput: false)
+        case .reject(let error):
+            refusal = error
+        }
+        let response: HTTPResponse
+        if let refusal {
+            body = []
+            _ = connection.discard(upTo: configuration.maxDrainBytes)
+            response = .error(refusal)
+        } else {
+            let httpRequest = HTTPRequest(fastCGIParams: params, body: body, id: requestID)
+            context.beginRequest(httpRequest)
+            response = router.respond(to: httpRequest, context: context)
+        }
+        connection.write(FastCGIResponseEncoder.encode(response, requestID: requestID))
+    }
+}
+
+/// What a new thread needs, passed through `pthread_create`'s context pointer.
+private final class ThreadStart {
+    let pool: FastCGIWorkerPool
+    let index: Int
+    init(pool: FastCGIWorkerPool, index: Int) {
+        self.pool = pool
+        self.index = index
+    }
+}
+
+/// The C entry point of every worker thread: a global function, so it has no actor isolation.
+private func fastCGIWorkerThreadMain(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    let start = Unmanaged<ThreadStart>.fromOpaque(argument!).takeRetainedValue()
+    start.pool.runThread(index: start.index)
+    return nil
+}

@@ -1,0 +1,17 @@
+/// Every public route of `billing-fcgi`, registered in one place so the executable only
+/// wires and tests can build the same router.
+public enum BillingRoutes {
+    public static let prefix = "/api/v1"
+
+    public static func register(into router: inout Router) {
+        router.get("\(prefix)/health", HealthCheck.handle)
+        router.get("\(prefix)/ping", HealthCheck.ping)
+    }
+
+    /// A router with all routes registered.
+    public static func makeRouter() -> Router {
+        var router = Router()
+        register(into: &router)
+        return router
+    }
+}

@@ -1,0 +1,50 @@
+extension HTTPRequest {
+    /// Builds a request from FastCGI params (already copied out of libfcgi) and the body
+    /// read from FCGI_STDIN. Pure, so the conversion is unit-tested without a socket.
+    ///
+    /// - `REQUEST_METHOD` (default GET); path from `REQUEST_URI` up to `?`, else
+    ///   `DOCUMENT_URI`, else `SCRIPT_NAME` + `PATH_INFO`; query from `QUERY_STRING`, else
+    ///   the part of `REQUEST_URI` after `?`.
+    /// - Headers from `HTTP_*` params (`HTTP_X_REQUEST_ID` → `x-request-id`) plus
+    ///   `CONTENT_TYPE` and `CONTENT_LENGTH` when non-empty.
+    public init(fastCGIParams params: [String: String], body: [UInt8], id: String) {
+        let requestURI = params["REQUEST_URI"] ?? ""
+        let uriPath: Substring
+        let uriQuery: Substring
+        if let question = requestURI.firstIndex(of: "?") {
+            uriPath = requestURI[..<question]
+            uriQuery = requestURI[requestURI.index(after: question)...]
+        } else {
+            uriPath = requestURI[...]
+            uriQuery = ""
+        }
+        let path: String
+        if !uriPath.isEmpty {
+            path = String(uriPath)
+        } else if let document = params["DOCUMENT_URI"], !document.isEmpty {
+            path = document
+        } else {
+            let joined = (params["SCRIPT_NAME"] ?? "") + (params["PATH_INFO"] ?? "")
+            path = joined.isEmpty ? "/" : joined
+        }
+        let query = params["QUERY_STRING"].flatMap { $0.isEmpty ? nil : $0 } ?? String(uriQuery)
+
+        var headers = HTTPHeaders()
+        for (name, value) in params.sorted(by: { $0.key < $1.key }) {
+            if name.hasPrefix("HTTP_"), name.count > 5 {
+                headers.add(name: HTTPRequest.headerName(fromParam: name.dropFirst(5)), value: value)
+            } else if name == "CONTENT_TYPE" || name == "CONTENT_LENGTH", !value.isEmpty {
+                headers.add(name: HTTPRequest.headerName(fromParam: name[...]), value: value)
+            }
+        }
+        self.init(method: HTTPMethod(params["REQUEST_METHOD"].flatMap { $0.isEmpty ? nil : $0 } ?? "GET"),
+                  path: path, queryString: query, headers: headers, body: body,
+                  remoteAddress: params["REMOTE_ADDR"] ?? "", id: id)
+    }
+
+    /// `X_REQUEST_ID` → `x-request-id`. CGI folded `-` into `_`, so the original spelling
+    /// is lost; lookups are case-insensitive anyway.
+    static func headerName(fromParam param: Substring) -> String {
+        String(param.lowercased().map { $0 == "_" ? "-" : $0 })
+    }
+}

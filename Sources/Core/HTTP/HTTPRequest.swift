@@ -1,0 +1,109 @@
+/// One HTTP request as the worker sees it: plain Swift values copied out of libfcgi.
+public struct HTTPRequest: Sendable {
+    public var method: HTTPMethod
+    /// The path without the query string, as the client sent it (not percent-decoded).
+    public var path: String
+    /// The raw query string, without `?`.
+    public var queryString: String
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+    /// The client's address as nginx saw it (`REMOTE_ADDR`).
+    public var remoteAddress: String
+    /// Correlates logs and the `X-Request-Id` response header.
+    public var id: String
+    /// Values of `:name` segments of the matched route pattern, set by the Router.
+    public var pathParameters: [String: String] = [:]
+
+    public init(method: HTTPMethod, path: String, queryString: String = "", headers: HTTPHeaders = HTTPHeaders(),
+                body: [UInt8] = [], remoteAddress: String = "", id: String = "") {
+        self.method = method
+        self.path = path
+        self.queryString = queryString
+        self.headers = headers
+        self.body = body
+        self.remoteAddress = remoteAddress
+        self.id = id
+    }
+
+    /// The query string parsed as `application/x-www-form-urlencoded`.
+    public var queryItems: [QueryItem] { QueryItem.parse(queryString) }
+
+    /// The first value of query parameter `name`.
+    public func queryValue(_ name: String) -> String? {
+        queryItems.first { $0.name == name }?.value
+    }
+
+    /// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive).
+    public var bearerToken: String? {
+        guard let value = headers["Authorization"] else { return nil }
+        let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = parts[1].trimmingSpaces()
+        return token.isEmpty ? nil : token
+    }
+
+    /// The body parsed as JSON. Malformed input is a 400 (`invalid_json`), never a 500.
+    public func jsonBody(limits: JSONLimits = .default) throws(APIError) -> JSON {
+        guard !body.isEmpty else { throw APIError.badRequest("a JSON body is required", code: "invalid_json") }
+        do {
+            return try JSON.parse(body, limits: limits)
+        } catch {
+            throw error.apiError ?? APIError.badRequest("invalid JSON", code: "invalid_json")
+        }
+    }
+}
+
+/// One `name=value` pair of a query string, percent-decoded (`+` is a space).
+public struct QueryItem: Sendable, Equatable {
+    public var name: String
+    public var value: String
+
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+
+    /// Splits on `&`, then on the first `=`. Invalid `%` escapes are kept literally and
+    /// invalid UTF-8 becomes U+FFFD, so parsing never fails.
+    public static func parse(_ query: String) -> [QueryItem] {
+        query.split(separator: "&", omittingEmptySubsequences: true).map { pair in
+            if let equals = pair.firstIndex(of: "=") {
+                return QueryItem(name: percentDecode(pair[..<equals]), value: percentDecode(pair[pair.index(after: equals)...]))
+            }
+            return QueryItem(name: percentDecode(pair), value: "")
+        }
+    }
+
+    static func percentDecode(_ text: Substring, plusIsSpace: Bool = true) -> String {
+        let bytes = Array(text.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = 0
+        func hexValue(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: return c - 48
+            case 65...70: return c - 55
+            case 97...102: return c - 87
+            default: return nil
+            }
+        }
+        while index < bytes.count {
+            let c = bytes[index]
+            if c == UInt8(ascii: "%"), index + 2 < bytes.count,
+               let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) {
+                out.append(high << 4 | low)
+                index += 3
+            } else {
+                out.append(plusIsSpace && c == UInt8(ascii: "+") ? UInt8(ascii: " ") : c)
+                index += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension Substring {
+    func trimmingSpaces() -> String {
+        String(self.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+    }
+}

@@ -1,0 +1,28 @@
+/// A response produced by a handler; the FastCGI layer adds `Content-Length` and
+/// `X-Request-Id` when writing it.
+public struct HTTPResponse: Sendable, Equatable {
+    public var status: HTTPStatus
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+
+    public init(status: HTTPStatus, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// `value` serialized compactly with `Content-Type: application/json`.
+    public static func json(_ status: HTTPStatus = .ok, _ value: JSON) -> HTTPResponse {
+        HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: value.serialized())
+    }
+
+    /// Exactly `{"error":{"code":"...","message":"..."}}` (SPEC §4).
+    public static func error(_ status: HTTPStatus, code: String, message: String) -> HTTPResponse {
+        .json(status, ["error": ["code": .string(code), "message": .string(message)]])
+    }
+
+    /// The envelope for `error`, with the status its kind maps to.
+    public static func error(_ error: APIError) -> HTTPResponse {
+        .error(error.status, code: error.code, message: error.message)
+    }
+}

@@ -1,0 +1,41 @@
+/// What a handler needs besides the request, one per worker thread (never shared between
+/// threads, so it needs no locking and is deliberately not `Sendable`).
+///
+/// Built on the worker thread by the pool's context factory. It is a class so later layers
+/// can add their per-thread resources as stored properties (the thread's database
+/// connection, the configuration, the logger) without changing any handler signature.
+public final class RequestContext {
+    /// Index of the worker thread owning this context (0-based), for logs.
+    public let workerIndex: Int
+    public var clock: any BillingClock
+    /// Checks the database for `GET /health`; throws when it is unreachable. nil when the
+    /// worker runs without a database.
+    public var databaseProbe: (() throws -> Void)?
+    /// Fields every log line of the current request carries (`request.id`, `http.method`,
+    /// `http.path`); reset by `beginRequest`.
+    public private(set) var logFields: [String: String] = [:]
+    /// Receives failures that became a generic 500, with `logFields` and the error's
+    /// debug text. Defaults to one JSON line on stderr until the logger is wired.
+    public var reportUnexpectedError: (_ error: any Error, _ fields: [String: String]) -> Void
+
+    public init(workerIndex: Int = 0, clock: any BillingClock = SystemClock(),
+                databaseProbe: (() throws -> Void)? = nil,
+                reportUnexpectedError: @escaping (_ error: any Error, _ fields: [String: String]) -> Void = RequestContext.writeToStandardError) {
+        self.workerIndex = workerIndex
+        self.clock = clock
+        self.databaseProbe = databaseProbe
+        self.reportUnexpectedError = reportUnexpectedError
+    }
+
+    /// Called by the worker before routing each request.
+    public func beginRequest(_ request: HTTPRequest) {
+        logFields = ["request.id": request.id, "http.method": request.method.rawValue,
+                     "http.path": request.path, "worker.thread": String(workerIndex)]
+    }
+
+    public static func writeToStandardError(_ error: any Error, _ fields: [String: String]) {
+        var fields = fields
+        fields["error.debug"] = String(reflecting: error)
+        ServerEvents.standardError(.error, "request failed unexpectedly", fields)
+    }
+}

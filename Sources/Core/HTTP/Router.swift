@@ -1,0 +1,103 @@
+/// Handles one request on a worker thread. Throw `APIError` (or an `APIErrorConvertible`)
+/// for anything the client caused; anything else becomes the generic 500.
+public typealias RouteHandler = @Sendable (HTTPRequest, RequestContext) throws -> HTTPResponse
+
+/// Maps (method, path pattern) to handlers. Patterns are `/`-separated literal segments and
+/// `:name` segments that capture one segment into `HTTPRequest.pathParameters`. Built once
+/// at start-up, then shared read-only by all worker threads.
+public struct Router: Sendable {
+    private struct Route: Sendable {
+        let segments: [Segment]
+        var handlers: [HTTPMethod: RouteHandler]
+    }
+
+    private enum Segment: Sendable, Equatable {
+        case literal(String)
+        case parameter(String)
+    }
+
+    private var routes: [Route] = []
+
+    public init() {}
+
+    /// Registers `handler`; re-registering the same method and pattern replaces it.
+    public mutating func add(_ method: HTTPMethod, _ pattern: String, _ handler: @escaping RouteHandler) {
+        let segments = Router.split(pattern).map { part -> Segment in
+            part.hasPrefix(":") ? .parameter(String(part.dropFirst())) : .literal(String(part))
+        }
+        if let index = routes.firstIndex(where: { $0.segments == segments }) {
+            routes[index].handlers[method] = handler
+        } else {
+            routes.append(Route(segments: segments, handlers: [method: handler]))
+        }
+    }
+
+    public mutating func get(_ pattern: String, _ handler: @escaping RouteHandler) { add(.get, pattern, handler) }
+    public mutating func post(_ pattern: String, _ handler: @escaping RouteHandler) { add(.post, pattern, handler) }
+
+    /// Routes `request` and always returns a response: 404 for an unknown path, 405 with
+    /// `Allow` for a known path and another method (HEAD is served by a GET handler), the
+    /// error envelope for thrown errors.
+    public func respond(to request: HTTPRequest, context: RequestContext) -> HTTPResponse {
+        let pathSegments = Router.split(request.path)
+        var matched: (route: Route, parameters: [String: String])?
+        for route in routes {
+            if let parameters = Router.match(route.segments, pathSegments) {
+                matched = (route, parameters)
+                break
+            }
+        }
+        guard let (route, parameters) = matched else { return .error(.notFound()) }
+        let handler = route.handlers[request.method]
+            ?? (request.method == .head ? route.handlers[.get] : nil)
+        guard let handler else {
+            var methods = Set(route.handlers.keys.map(\.rawValue))
+            if methods.contains("GET") { methods.insert("HEAD") }
+            var response = HTTPResponse.error(APIError(.methodNotAllowed, message: "method \(request.method) not allowed"))
+            response.headers["Allow"] = methods.sorted().joined(separator: ", ")
+            return response
+        }
+        var request = request
+        request.pathParameters = parameters
+        do {
+            return try handler(request, context)
+        } catch {
+            return Router.response(for: error, context: context)
+        }
+    }
+
+    /// The one place a thrown error becomes a response.
+    public static func response(for error: any Error, context: RequestContext) -> HTTPResponse {
+        if let apiError = error as? APIError {
+            if apiError.kind == .internalError { context.reportUnexpectedError(error, context.logFields) }
+            return .error(apiError)
+        }
+        if let convertible = error as? any APIErrorConvertible, let apiError = convertible.apiError {
+            return .error(apiError)
+        }
+        context.reportUnexpectedError(error, context.logFields)
+        return .error(.internalError)
+    }
+
+    /// `/a/b` → `["a", "b"]`; a trailing slash yields a final empty segment, so
+    /// `/a/b/` is a different path from `/a/b`.
+    private static func split(_ path: String) -> [Substring] {
+        let trimmed = path.hasPrefix("/") ? path.dropFirst() : path[...]
+        return trimmed.split(separator: "/", omittingEmptySubsequences: false)
+    }
+
+    private static func match(_ pattern: [Segment], _ path: [Substring]) -> [String: String]? {
+        guard pattern.count == path.count else { return nil }
+        var parameters: [String: String] = [:]
+        for (segment, part) in zip(pattern, path) {
+            switch segment {
+            case .literal(let literal):
+                guard part == literal else { return nil }
+            case .parameter(let name):
+                guard !part.isEmpty else { return nil }
+                parameters[name] = QueryItem.percentDecode(part, plusIsSpace: false)
+            }
+        }
+        return parameters
+    }
+}

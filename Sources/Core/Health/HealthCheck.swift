@@ -1,0 +1,36 @@
+/// `GET /api/v1/health`: liveness of this worker and readiness of its database connection.
+/// 200 `{"status":"ok","database":"ok",...}`, or 503 `{"status":"unavailable","database":"down",...}`
+/// so a load balancer or `scripts/` can wait for readiness. The probe's error text is not
+/// returned (it may name hosts or users).
+public enum HealthCheck {
+    public static func handle(_ request: HTTPRequest, _ context: RequestContext) -> HTTPResponse {
+        let started = monotonicMilliseconds()
+        let database: String
+        var healthy = true
+        if let probe = context.databaseProbe {
+            do {
+                try probe()
+                database = "ok"
+            } catch {
+                database = "down"
+                healthy = false
+            }
+        } else {
+            database = "not_configured"
+        }
+        let body: JSON = [
+            "status": healthy ? "ok" : "unavailable",
+            "database": .string(database),
+            "time": .string(context.clock.now().iso8601),
+            "checkMilliseconds": .int(monotonicMilliseconds() - started),
+        ]
+        return .json(healthy ? .ok : .serviceUnavailable, body)
+    }
+
+    /// `GET /api/v1/ping`: `{"ok":true}` without touching the database (benchmarks, liveness).
+    public static func ping(_ request: HTTPRequest, _ context: RequestContext) -> HTTPResponse {
+        pingResponse
+    }
+
+    private static let pingResponse = HTTPResponse.json(.ok, ["ok": true])
+}

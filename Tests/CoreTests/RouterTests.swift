@@ -1,0 +1,135 @@
+import Testing
+@testable import Core
+
+private struct Boom: Error {}
+private struct Unavailable: APIErrorConvertible {
+    var apiError: APIError? { .unavailable() }
+}
+private struct UnmappedConvertible: APIErrorConvertible {
+    var apiError: APIError? { nil }
+}
+
+@Suite struct RouterTests {
+    private final class Reports {
+        var errors: [String] = []
+    }
+
+    private func context(_ reports: Reports = Reports()) -> RequestContext {
+        RequestContext(clock: FixedClock(Timestamp(secondsSinceEpoch: 1_700_000_000)),
+                       reportUnexpectedError: { error, _ in reports.errors.append(String(describing: error)) })
+    }
+
+    private func json(_ response: HTTPResponse) throws -> JSON { try JSON.parse(response.body) }
+
+    private func router() -> Router {
+        var router = BillingRoutes.makeRouter()
+        router.get("/t/boom") { _, _ in throw Boom() }
+        router.get("/t/bad") { _, _ in throw APIError.badRequest("amount must be positive", code: "invalid_amount") }
+        router.get("/t/db") { _, _ in throw Unavailable() }
+        router.get("/t/unmapped") { _, _ in throw UnmappedConvertible() }
+        router.post("/t/json") { request, _ in .json(.ok, try request.jsonBody()) }
+        router.get("/t/items/:id") { request, _ in .json(.ok, ["id": .string(request.pathParameters["id"] ?? "")]) }
+        router.post("/t/items/:id") { _, _ in .json(.created, [:]) }
+        return router
+    }
+
+    @Test func routesPingAndHealth() throws {
+        let ping = router().respond(to: HTTPRequest(method: .get, path: "/api/v1/ping"), context: context())
+        #expect(ping.status == .ok)
+        #expect(String(decoding: ping.body, as: UTF8.self) == #"{"ok":true}"#)
+        #expect(ping.headers["content-type"] == "application/json")
+
+        let health = router().respond(to: HTTPRequest(method: .get, path: "/api/v1/health"), context: context())
+        #expect(health.status == .ok)
+        #expect(try json(health)["status"] == "ok")
+        #expect(try json(health)["time"] == "2023-11-14T22:13:20.000Z")
+    }
+
+    @Test func healthReportsDatabaseDownAs503() throws {
+        let ctx = context()
+        ctx.databaseProbe = { throw Boom() }
+        let health = router().respond(to: HTTPRequest(method: .get, path: "/api/v1/health"), context: ctx)
+        #expect(health.status == .serviceUnavailable)
+        #expect(try json(health)["status"] == "unavailable")
+        #expect(try json(health)["database"] == "down")
+        ctx.databaseProbe = {}
+        let up = router().respond(to: HTTPRequest(method: .get, path: "/api/v1/health"), context: ctx)
+        #expect(up.status == .ok)
+        #expect(try json(up)["database"] == "ok")
+    }
+
+    @Test func unknownPathIs404Envelope() {
+        for path in ["/nope", "/api/v1/ping/", "/api/v1", "/"] {
+            let response = router().respond(to: HTTPRequest(method: .get, path: path), context: context())
+            #expect(response.status == .notFound, "\(path)")
+            #expect(String(decoding: response.body, as: UTF8.self) == #"{"error":{"code":"not_found","message":"no such resource"}}"#)
+        }
+    }
+
+    @Test func wrongMethodIs405WithAllow() throws {
+        let response = router().respond(to: HTTPRequest(method: .post, path: "/api/v1/ping"), context: context())
+        #expect(response.status == .methodNotAllowed)
+        #expect(response.headers["Allow"] == "GET, HEAD")
+        #expect(try json(response)["error"]?["code"] == "method_not_allowed")
+        let items = router().respond(to: HTTPRequest(method: .delete, path: "/t/items/7"), context: context())
+        #expect(items.headers["allow"] == "GET, HEAD, POST")
+    }
+
+    @Test func headIsServedByGet() {
+        let response = router().respond(to: HTTPRequest(method: .head, path: "/api/v1/ping"), context: context())
+        #expect(response.status == .ok)
+    }
+
+    @Test func unexpectedErrorIsGeneric500AndReported() throws {
+        let reports = Reports()
+        let response = router().respond(to: HTTPRequest(method: .get, path: "/t/boom"), context: context(reports))
+        #expect(response.status == .internalServerError)
+        #expect(String(decoding: response.body, as: UTF8.self) == #"{"error":{"code":"internal","message":"internal error"}}"#)
+        #expect(reports.errors == ["Boom()"])
+        let unmapped = router().respond(to: HTTPRequest(method: .get, path: "/t/unmapped"), context: context(reports))
+        #expect(unmapped.status == .internalServerError)
+        #expect(reports.errors.count == 2)
+    }
+
+    @Test func apiErrorsKeepTheirStatusAndCode() throws {
+        let reports = Reports()
+        let bad = router().respond(to: HTTPRequest(method: .get, path: "/t/bad"), context: context(reports))
+        #expect(bad.status == .badRequest)
+        #expect(String(decoding: bad.body, as: UTF8.self) == #"{"error":{"code":"invalid_amount","message":"amount must be positive"}}"#)
+        let db = router().respond(to: HTTPRequest(method: .get, path: "/t/db"), context: context(reports))
+        #expect(db.status == .serviceUnavailable)
+        #expect(try json(db)["error"]?["code"] == "unavailable")
+        #expect(reports.errors.isEmpty)
+    }
+
+    @Test func malformedJSONBodyIs400NotA500() throws {
+        for body in ["{", "", "[1,", "{\"a\":1,\"a\":2}"] {
+            let response = router().respond(to: HTTPRequest(method: .post, path: "/t/json", body: Array(body.utf8)),
+                                            context: context())
+            #expect(response.status == .badRequest, "\(body)")
+            #expect(try json(response)["error"]?["code"] == "invalid_json")
+        }
+        let ok = router().respond(to: HTTPRequest(method: .post, path: "/t/json", body: Array(#"{"a":1}"#.utf8)), context: context())
+        #expect(ok.status == .ok)
+    }
+
+    @Test func pathParametersAreCaptured() throws {
+        let response = router().respond(to: HTTPRequest(method: .get, path: "/t/items/a%20b+c"), context: context())
+        #expect(try json(response)["id"] == "a b+c")
+        #expect(router().respond(to: HTTPRequest(method: .get, path: "/t/items/"), context: context()).status == .notFound)
+    }
+
+    @Test func apiErrorStatusMapping() {
+        #expect(APIError.badRequest("x").status.code == 400)
+        #expect(APIError.unauthorized().status.code == 401)
+        #expect(APIError.quotaExceeded("x").status.code == 402)
+        #expect(APIError.notFound().status.code == 404)
+        #expect(APIError.conflict("x").status.code == 409)
+        #expect(APIError.payloadTooLarge("x").status.code == 413)
+        #expect(APIError.unprocessable("x").status.code == 422)
+        #expect(APIError.notConfigured("x").status.code == 501)
+        #expect(APIError.unavailable().status.code == 503)
+        #expect(APIError.internalError.status.code == 500)
+        #expect(APIError.internalError.code == "internal")
+    }
+}
