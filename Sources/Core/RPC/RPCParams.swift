@@ -36,11 +36,13 @@ public struct RPCParams: Sendable, Equatable {
     }
 
     /// Refuses members other than `keys`, so a typo (`userID`) is an error, not a silent default.
+    /// With no keys: the method takes no params (absent, `{}` and `[]` are accepted).
     public func expectOnly(_ keys: String...) throws(RPCError) {
+        if keys.isEmpty, value == .array([]) { return }
         let allowed = Set(keys)
-        if let unknown = try named().keys.first(where: { !allowed.contains($0) }) {
-            throw .invalidParams("unknown parameter \"\(unknown)\" (expected: \(keys.joined(separator: ", ")))")
-        }
+        guard let unknown = try named().keys.first(where: { !allowed.contains($0) }) else { return }
+        if keys.isEmpty { throw .invalidParams("this method takes no params, got \"\(unknown)\"") }
+        throw .invalidParams("unknown parameter \"\(unknown)\" (expected: \(keys.joined(separator: ", ")))")
     }
 
     // MARK: Typed accessors
