@@ -105,6 +105,31 @@ import Testing
         #expect(try JSON.parse(String(text.split(separator: "\n")[0]))["error"]?["code"] == -32000)
     }
 
+    @Test func stopLetsTheCallInFlightFinish() throws {
+        let path = Self.temporarySocketPath("inflight")
+        var registry = RPCMethodRegistry()
+        registry.register("slow", summary: "sleeps 300 ms") { _, _ in
+            usleep(300_000)
+            return "done"
+        }
+        let server = RPCSocketServer(configuration: .init(socketPath: path), protocol: JSONRPCServerProtocol(registry: registry))
+        try server.start()
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = try UnixSocketAddress(path: path)
+        #expect(address.withSockaddr { connect(fd, $0, $1) } == 0)
+        #expect(RPCSocketConnection.writeAll(fd, Array("{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"id\":1}\n".utf8)))
+        usleep(100_000)
+        let stopStarted = monotonicMilliseconds()
+        server.stop()
+        #expect(monotonicMilliseconds() - stopStarted >= 150, "stop returned before the call finished")
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        #expect(count > 0)
+        #expect(try JSON.parse(buffer[0..<max(count, 0)]) == ["jsonrpc": "2.0", "result": "done", "id": 1])
+        #expect(access(path, F_OK) != 0)
+    }
+
     @Test func parsesTheDaemonCommandLine() throws {
         let parsed = try RPCAdminCommandLine.parse(["--socket", "/tmp/x.sock", "--max-connections", "4", "--read-timeout", "2.5"])
         #expect(parsed.socketPath == "/tmp/x.sock" && parsed.maxConnections == 4 && parsed.readTimeoutSeconds == 2.5)

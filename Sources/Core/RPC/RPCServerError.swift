@@ -1,3 +1,5 @@
+import Glibc
+
 /// Why the socket server could not start. `description` names the path and the system
 /// error, which is what an operator needs to fix it.
 public struct RPCServerError: Error, Sendable, CustomStringConvertible {
@@ -10,8 +12,6 @@ public struct RPCServerError: Error, Sendable, CustomStringConvertible {
         RPCServerError("\(what): \(systemErrorMessage(code))")
     }
 }
-
-import Glibc
 
 func systemErrorMessage(_ code: Int32) -> String {
     guard let message = strerror(code) else { return "errno \(code)" }
