@@ -1,0 +1,78 @@
+/// The arguments of `billing-rpc`, parsed in Core so the executable stays wiring only.
+/// (`--config FILE` and the `migrate` subcommand are still to come.)
+public struct RPCAdminCommandLine: Sendable, Equatable {
+    public var socketPath: String?
+    public var maxConnections = 32
+    public var idleTimeoutSeconds = 300.0
+    public var readTimeoutSeconds = 10.0
+    public var showHelp = false
+
+    public init() {}
+
+    public static let usage = """
+        usage: billing-rpc --socket PATH [options]
+
+        JSON-RPC 2.0 admin daemon, newline-delimited JSON on a Unix socket (mode 0660).
+        SIGTERM/SIGINT: stop accepting, finish calls in flight, remove the socket, exit 0.
+
+        options:
+          --socket PATH            Unix socket to listen on (required)
+          --max-connections N      concurrent connections, one thread each (default 32)
+          --idle-timeout SECONDS   close a connection silent for this long (default 300)
+          --read-timeout SECONDS   close a connection that starts a line and stalls (default 10)
+          -h, --help               this text
+
+        """
+
+    /// Parses the arguments after the program name.
+    public static func parse(_ arguments: [String]) throws(RPCServerError) -> RPCAdminCommandLine {
+        var result = RPCAdminCommandLine()
+        var remaining = arguments[...]
+        func value(for option: String) throws(RPCServerError) -> String {
+            guard let value = remaining.popFirst() else { throw RPCServerError("\(option) needs a value") }
+            return value
+        }
+        func positive(_ option: String) throws(RPCServerError) -> Double {
+            let text = try value(for: option)
+            guard let number = Double(text), number > 0, number.isFinite else {
+                throw RPCServerError("\(option) must be a positive number, got \(text)")
+            }
+            return number
+        }
+        while let argument = remaining.popFirst() {
+            switch argument {
+            case "--socket": result.socketPath = try value(for: argument)
+            case "--max-connections":
+                let number = try positive(argument)
+                guard let count = Int(exactly: number) else { throw RPCServerError("--max-connections must be an integer") }
+                result.maxConnections = count
+            case "--idle-timeout": result.idleTimeoutSeconds = try positive(argument)
+            case "--read-timeout": result.readTimeoutSeconds = try positive(argument)
+            case "-h", "--help": result.showHelp = true
+            default: throw RPCServerError("unknown argument \(argument)")
+            }
+        }
+        if !result.showHelp && result.socketPath == nil { throw RPCServerError("--socket PATH is required") }
+        return result
+    }
+
+    /// The server configuration these arguments describe.
+    public func serverConfiguration() -> RPCSocketServer.Configuration {
+        var configuration = RPCSocketServer.Configuration(socketPath: socketPath ?? "")
+        configuration.maxConnections = maxConnections
+        configuration.idleTimeoutSeconds = idleTimeoutSeconds
+        configuration.readTimeoutSeconds = readTimeoutSeconds
+        return configuration
+    }
+}
+
+import Glibc
+
+extension RPCAdminCommandLine {
+    /// Prints `billing-rpc: message` to stderr and exits with `status` (64 = usage, EX_USAGE).
+    public static func exit(_ message: String, status: Int32) -> Never {
+        let line = Array("billing-rpc: \(message)\n".utf8)
+        _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        Glibc.exit(status)
+    }
+}

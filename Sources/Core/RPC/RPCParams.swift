@@ -1,0 +1,167 @@
+/// The `params` member of a request with accessors that validate as they read: each
+/// failure is an `RPCError` -32602 whose message names the parameter and what was wrong,
+/// so handlers read like `let user = try params.requireString("userId")`.
+///
+/// Named accessors treat absent params as an empty object and an explicit JSON `null`
+/// member as absent (optional accessors return nil, required ones report it as missing).
+public struct RPCParams: Sendable, Equatable {
+    /// The raw member: nil when absent, otherwise an array or an object.
+    public let value: JSON?
+
+    public init(_ value: JSON?) { self.value = value }
+
+    public var isAbsent: Bool { value == nil }
+
+    /// By-position params, nil when params are named or absent.
+    public var positional: [JSON]? { value?.arrayValue }
+
+    /// By-name params (empty when absent), or -32602 when they were sent by position.
+    public func named() throws(RPCError) -> JSONObject {
+        switch value {
+        case nil: return JSONObject()
+        case .object(let object)?: return object
+        default: throw .invalidParams("params must be an object with named members")
+        }
+    }
+
+    /// The member `key`, nil when missing or null.
+    public func optionalValue(_ key: String) throws(RPCError) -> JSON? {
+        let member = try named()[key]
+        return member == .null ? nil : member
+    }
+
+    public func requireValue(_ key: String) throws(RPCError) -> JSON {
+        guard let member = try optionalValue(key) else { throw .invalidParams("\"\(key)\" is required") }
+        return member
+    }
+
+    /// Refuses members other than `keys`, so a typo (`userID`) is an error, not a silent default.
+    /// With no keys: the method takes no params (absent, `{}` and `[]` are accepted).
+    public func expectOnly(_ keys: String...) throws(RPCError) {
+        if keys.isEmpty, value == .array([]) { return }
+        let allowed = Set(keys)
+        guard let unknown = try named().keys.first(where: { !allowed.contains($0) }) else { return }
+        if keys.isEmpty { throw .invalidParams("this method takes no params, got \"\(unknown)\"") }
+        throw .invalidParams("unknown parameter \"\(unknown)\" (expected: \(keys.joined(separator: ", ")))")
+    }
+
+    // MARK: Typed accessors
+
+    public func requireString(_ key: String, maxLength: Int? = nil) throws(RPCError) -> String {
+        try string(key, requireValue(key), maxLength: maxLength)
+    }
+
+    public func optionalString(_ key: String, maxLength: Int? = nil) throws(RPCError) -> String? {
+        guard let member = try optionalValue(key) else { return nil }
+        return try string(key, member, maxLength: maxLength)
+    }
+
+    /// A string restricted to `allowed` values (an enum on the wire).
+    public func requireString(_ key: String, oneOf allowed: [String]) throws(RPCError) -> String {
+        try oneOf(key, requireString(key), allowed)
+    }
+
+    public func optionalString(_ key: String, oneOf allowed: [String]) throws(RPCError) -> String? {
+        guard let text = try optionalString(key) else { return nil }
+        return try oneOf(key, text, allowed)
+    }
+
+    /// An integer (a real with an integral value is accepted), optionally within `range`.
+    public func requireInt(_ key: String, in range: ClosedRange<Int>? = nil) throws(RPCError) -> Int {
+        try int(key, requireValue(key), range)
+    }
+
+    public func optionalInt(_ key: String, in range: ClosedRange<Int>? = nil) throws(RPCError) -> Int? {
+        guard let member = try optionalValue(key) else { return nil }
+        return try int(key, member, range)
+    }
+
+    public func requireBool(_ key: String) throws(RPCError) -> Bool {
+        try bool(key, requireValue(key))
+    }
+
+    public func optionalBool(_ key: String) throws(RPCError) -> Bool? {
+        guard let member = try optionalValue(key) else { return nil }
+        return try bool(key, member)
+    }
+
+    /// An ISO-8601 instant (`2026-01-31T12:00:00Z`, `2026-01-31T12:00:00.250+01:00`, or a
+    /// date meaning midnight UTC).
+    public func requireTimestamp(_ key: String) throws(RPCError) -> Timestamp {
+        try timestamp(key, requireString(key))
+    }
+
+    public func optionalTimestamp(_ key: String) throws(RPCError) -> Timestamp? {
+        guard let text = try optionalString(key) else { return nil }
+        return try timestamp(key, text)
+    }
+
+    public func requireArray(_ key: String) throws(RPCError) -> [JSON] {
+        try array(key, requireValue(key))
+    }
+
+    public func optionalArray(_ key: String) throws(RPCError) -> [JSON]? {
+        guard let member = try optionalValue(key) else { return nil }
+        return try array(key, member)
+    }
+
+    public func requireObject(_ key: String) throws(RPCError) -> JSONObject {
+        try object(key, requireValue(key))
+    }
+
+    public func optionalObject(_ key: String) throws(RPCError) -> JSONObject? {
+        guard let member = try optionalValue(key) else { return nil }
+        return try object(key, member)
+    }
+
+    // MARK: Conversions
+
+    private func mismatch(_ key: String, _ expected: String, _ got: JSON) -> RPCError {
+        .invalidParams("\"\(key)\" must be \(expected), got \(got.typeName)")
+    }
+
+    private func string(_ key: String, _ member: JSON, maxLength: Int?) throws(RPCError) -> String {
+        guard case .string(let text) = member else { throw mismatch(key, "a string", member) }
+        if let maxLength, text.count > maxLength {
+            throw .invalidParams("\"\(key)\" must be at most \(maxLength) characters")
+        }
+        return text
+    }
+
+    private func oneOf(_ key: String, _ text: String, _ allowed: [String]) throws(RPCError) -> String {
+        guard allowed.contains(text) else {
+            throw .invalidParams("\"\(key)\" must be one of \(allowed.map { "\"\($0)\"" }.joined(separator: ", "))")
+        }
+        return text
+    }
+
+    private func int(_ key: String, _ member: JSON, _ range: ClosedRange<Int>?) throws(RPCError) -> Int {
+        guard let number = member.intValue else { throw mismatch(key, "an integer", member) }
+        if let range, !range.contains(number) {
+            throw .invalidParams("\"\(key)\" must be between \(range.lowerBound) and \(range.upperBound)")
+        }
+        return number
+    }
+
+    private func bool(_ key: String, _ member: JSON) throws(RPCError) -> Bool {
+        guard case .bool(let flag) = member else { throw mismatch(key, "a boolean", member) }
+        return flag
+    }
+
+    private func timestamp(_ key: String, _ text: String) throws(RPCError) -> Timestamp {
+        guard let instant = Timestamp(iso8601: text) else {
+            throw .invalidParams("\"\(key)\" must be an ISO-8601 date-time such as 2026-01-31T12:00:00Z")
+        }
+        return instant
+    }
+
+    private func array(_ key: String, _ member: JSON) throws(RPCError) -> [JSON] {
+        guard case .array(let elements) = member else { throw mismatch(key, "an array", member) }
+        return elements
+    }
+
+    private func object(_ key: String, _ member: JSON) throws(RPCError) -> JSONObject {
+        guard case .object(let object) = member else { throw mismatch(key, "an object", member) }
+        return object
+    }
+}

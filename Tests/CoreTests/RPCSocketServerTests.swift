@@ -1,0 +1,141 @@
+import Glibc
+import Testing
+@testable import Core
+
+/// In-process tests of the socket server; the e2e script covers the daemon binary.
+@Suite struct RPCSocketServerTests {
+    private static func temporarySocketPath(_ name: String) -> String {
+        "/tmp/core-rpc-\(getpid())-\(name).sock"
+    }
+
+    private static func makeServer(_ path: String, limits: RPCLimits = .default,
+                                   configure: (inout RPCSocketServer.Configuration) -> Void = { _ in }) -> RPCSocketServer {
+        var registry = RPCMethodRegistry()
+        registry.registerSystemMethods()
+        var configuration = RPCSocketServer.Configuration(socketPath: path)
+        configure(&configuration)
+        return RPCSocketServer(configuration: configuration, protocol: JSONRPCServerProtocol(registry: registry, limits: limits))
+    }
+
+    /// Connects, sends `bytes`, half-closes and returns everything the server sent until it closed.
+    private static func exchange(_ path: String, _ bytes: [UInt8]) throws -> String {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = try UnixSocketAddress(path: path)
+        #expect(address.withSockaddr { connect(fd, $0, $1) } == 0)
+        #expect(RPCSocketConnection.writeAll(fd, bytes))
+        shutdown(fd, Int32(SHUT_WR))
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count <= 0 { break }
+            received += buffer[0..<count]
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+
+    @Test func servesLinesAndRemovesTheSocketOnStop() throws {
+        let path = Self.temporarySocketPath("serve")
+        let server = Self.makeServer(path)
+        try server.start()
+        var info = stat()
+        #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o660)
+        let text = try Self.exchange(path, Array("""
+            {"jsonrpc":"2.0","method":"system.health","id":1}
+
+            [{"jsonrpc":"2.0","method":"system.health"}]
+            {"jsonrpc":"2.0","method":"nope","id":"last"}
+            """.utf8))
+        let lines = text.split(separator: "\n").map { try? JSON.parse(String($0)) }
+        #expect(lines.count == 2, "the notification batch and the blank line get no reply")
+        #expect(lines.first??["result"]?["status"] == "ok")
+        #expect(lines.last??["id"] == "last", "a last line without newline is answered at end of input")
+        server.stop()
+        #expect(access(path, F_OK) != 0)
+    }
+
+    @Test func replacesAStaleSocketButRefusesALiveOneOrAFile() throws {
+        let path = Self.temporarySocketPath("stale")
+        let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = try UnixSocketAddress(path: path)
+        #expect(address.withSockaddr { bind(stale, $0, $1) } == 0)
+        close(stale)
+        let server = Self.makeServer(path)
+        try server.start()
+        defer { server.stop() }
+        #expect(throws: RPCServerError.self) { try Self.makeServer(path).start() }
+
+        let filePath = Self.temporarySocketPath("file")
+        let file = open(filePath, O_CREAT | O_WRONLY, 0o600)
+        close(file)
+        defer { unlink(filePath) }
+        do {
+            try Self.makeServer(filePath).start()
+            Issue.record("a regular file was replaced")
+        } catch {
+            #expect(error.description.contains("not a socket"))
+        }
+        #expect(access(filePath, F_OK) == 0)
+    }
+
+    @Test func closesAConnectionWhoseLineIsTooLong() throws {
+        let path = Self.temporarySocketPath("long")
+        let server = Self.makeServer(path, limits: RPCLimits(maxMessageBytes: 100))
+        try server.start()
+        defer { server.stop() }
+        let text = try Self.exchange(path, Array(String(repeating: "x", count: 500).utf8) + Array("\n{\"jsonrpc\":\"2.0\",\"method\":\"system.health\",\"id\":1}\n".utf8))
+        let lines = text.split(separator: "\n")
+        #expect(lines.count == 1, "nothing after the oversized line is served")
+        #expect(try JSON.parse(String(lines[0]))["error"]?["message"] == "Request too large: the limit is 100 bytes")
+    }
+
+    @Test func refusesConnectionsOverTheLimit() throws {
+        let path = Self.temporarySocketPath("busy")
+        let server = Self.makeServer(path) { $0.maxConnections = 1 }
+        try server.start()
+        defer { server.stop() }
+        let held = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(held) }
+        var address = try UnixSocketAddress(path: path)
+        #expect(address.withSockaddr { connect(held, $0, $1) } == 0)
+        let deadline = monotonicMilliseconds() + 2000
+        while server.connectionCount < 1 && monotonicMilliseconds() < deadline { usleep(1000) }
+        let text = try Self.exchange(path, Array("{\"jsonrpc\":\"2.0\",\"method\":\"system.health\",\"id\":1}\n".utf8))
+        #expect(try JSON.parse(String(text.split(separator: "\n")[0]))["error"]?["code"] == -32000)
+    }
+
+    @Test func stopLetsTheCallInFlightFinish() throws {
+        let path = Self.temporarySocketPath("inflight")
+        var registry = RPCMethodRegistry()
+        registry.register("slow", summary: "sleeps 300 ms") { _, _ in
+            usleep(300_000)
+            return "done"
+        }
+        let server = RPCSocketServer(configuration: .init(socketPath: path), protocol: JSONRPCServerProtocol(registry: registry))
+        try server.start()
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = try UnixSocketAddress(path: path)
+        #expect(address.withSockaddr { connect(fd, $0, $1) } == 0)
+        #expect(RPCSocketConnection.writeAll(fd, Array("{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"id\":1}\n".utf8)))
+        usleep(100_000)
+        let stopStarted = monotonicMilliseconds()
+        server.stop()
+        #expect(monotonicMilliseconds() - stopStarted >= 150, "stop returned before the call finished")
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        #expect(count > 0)
+        #expect(try JSON.parse(buffer[0..<max(count, 0)]) == ["jsonrpc": "2.0", "result": "done", "id": 1])
+        #expect(access(path, F_OK) != 0)
+    }
+
+    @Test func parsesTheDaemonCommandLine() throws {
+        let parsed = try RPCAdminCommandLine.parse(["--socket", "/tmp/x.sock", "--max-connections", "4", "--read-timeout", "2.5"])
+        #expect(parsed.socketPath == "/tmp/x.sock" && parsed.maxConnections == 4 && parsed.readTimeoutSeconds == 2.5)
+        #expect(throws: RPCServerError.self) { try RPCAdminCommandLine.parse([]) }
+        #expect(throws: RPCServerError.self) { try RPCAdminCommandLine.parse(["--socket"]) }
+        #expect(throws: RPCServerError.self) { try RPCAdminCommandLine.parse(["--socket", "a", "--idle-timeout", "-1"]) }
+        #expect(try RPCAdminCommandLine.parse(["--help"]).showHelp)
+    }
+}
