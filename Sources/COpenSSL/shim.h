@@ -23,4 +23,12 @@ static inline STACK_OF(X509) *copenssl_sk_X509_new_null(void) { return sk_X509_n
 static inline int copenssl_sk_X509_push(STACK_OF(X509) *s, X509 *x) { return sk_X509_push(s, x); }
 static inline void copenssl_sk_X509_free(STACK_OF(X509) *s) { sk_X509_free(s); }
 static inline void copenssl_sk_X509_pop_free(STACK_OF(X509) *s) { sk_X509_pop_free(s, X509_free); }
+#include <openssl/param_build.h>
+#include <openssl/rsa.h>
+
+/* EVP_PKEY_Q_keygen is variadic (EVP_RSA_gen / EVP_EC_gen are macros over it). */
+static inline EVP_PKEY *copenssl_rsa_gen(unsigned int bits) { return EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)bits); }
+static inline EVP_PKEY *copenssl_ec_gen(const char *curve) { return EVP_PKEY_Q_keygen(NULL, NULL, "EC", curve); }
+/* EVP_PKEY_PUBLIC_KEY is a compound macro. */
+static inline int copenssl_selection_public_key(void) { return EVP_PKEY_PUBLIC_KEY; }
 #endif
