@@ -29,10 +29,11 @@ public final class PrivateKey: @unchecked Sendable {
     }
 
     public var publicKey: PublicKey {
-        get throws(CryptoError) {
-            let pem = try writePEM { PEM_write_bio_PUBKEY($0, pkey) }
-            return try PublicKey(pem: pem)
-        }
+        get throws(CryptoError) { try PublicKey(pem: try writePEMForPublicKey()) }
+    }
+
+    func writePEMForPublicKey() throws(CryptoError) -> String {
+        try writePEM { PEM_write_bio_PUBKEY($0, pkey) }
     }
 
     /// PKCS#8 PEM.
@@ -107,5 +108,12 @@ public enum ECDSASignature {
         let ok = out.withUnsafeMutableBufferPointer { BN_bn2binpad(s, $0.baseAddress! + width, Int32(width)) == Int32(width) }
         guard ok else { throw .openSSL("BN_bn2binpad") }
         return out
+    }
+}
+
+extension PrivateKey {
+    /// The public half as a PEM `PUBLIC KEY`.
+    public func publicKeyPEM() throws(CryptoError) -> String {
+        try writePEMForPublicKey()
     }
 }

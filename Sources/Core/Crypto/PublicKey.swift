@@ -64,13 +64,15 @@ public final class PublicKey: @unchecked Sendable {
 
     /// An RSA key from a JWK's `n` and `e` (big-endian magnitudes).
     public convenience init(rsaModulus n: [UInt8], exponent e: [UInt8]) throws(CryptoError) {
+        // OSSL_PARAM_BLD_push_BN keeps a pointer, not a copy: the BIGNUMs must outlive
+        // OSSL_PARAM_BLD_to_param, which `fromData` calls after this closure returns.
+        let bn = BN_bin2bn(n, Int32(n.count), nil)
+        let be = BN_bin2bn(e, Int32(e.count), nil)
+        defer { BN_free(bn); BN_free(be) }
         let key = try PublicKey.fromData(type: "RSA") { builder in
-            let bn = BN_bin2bn(n, Int32(n.count), nil)
-            let be = BN_bin2bn(e, Int32(e.count), nil)
-            defer { BN_free(bn); BN_free(be) }
-            return bn != nil && be != nil
-                && OSSL_PARAM_BLD_push_BN(builder, "n", bn) == 1
-                && OSSL_PARAM_BLD_push_BN(builder, "e", be) == 1
+            bn != nil && be != nil
+                && OSSL_PARAM_BLD_push_BN(builder, staticCString("n"), bn) == 1
+                && OSSL_PARAM_BLD_push_BN(builder, staticCString("e"), be) == 1
         }
         try self.init(owning: key)
     }
@@ -79,10 +81,22 @@ public final class PublicKey: @unchecked Sendable {
     public convenience init(ecCurve curve: String, x: [UInt8], y: [UInt8]) throws(CryptoError) {
         guard x.count == y.count, !x.isEmpty else { throw .invalidEncoding("EC JWK", "x and y differ in length") }
         let point: [UInt8] = [0x04] + x + y
-        let key = try PublicKey.fromData(type: "EC") { builder in
-            OSSL_PARAM_BLD_push_utf8_string(builder, "group", curve, 0) == 1
-                && OSSL_PARAM_BLD_push_octet_string(builder, "pub", point, point.count) == 1
+        // The builder keeps pointers to the strings, not copies: both buffers stay pinned
+        // until `fromData` has called OSSL_PARAM_BLD_to_param.
+        var built: Result<OpaquePointer, CryptoError> = .failure(.openSSL("EVP_PKEY_fromdata"))
+        point.withUnsafeBufferPointer { pointBuffer in
+            curve.withCString { curveName in
+                do throws(CryptoError) {
+                    built = .success(try PublicKey.fromData(type: "EC") { builder in
+                        OSSL_PARAM_BLD_push_utf8_string(builder, staticCString("group"), curveName, 0) == 1
+                            && OSSL_PARAM_BLD_push_octet_string(builder, staticCString("pub"), pointBuffer.baseAddress, pointBuffer.count) == 1
+                    })
+                } catch {
+                    built = .failure(error)
+                }
+            }
         }
+        let key = try built.get()
         try self.init(owning: key)
     }
 
@@ -138,6 +152,12 @@ public final class PublicKey: @unchecked Sendable {
         BN_bn2bin(bn, &out)
         return out
     }
+}
+
+/// OSSL_PARAM_BLD stores parameter *names* by reference until OSSL_PARAM_BLD_to_param, so
+/// they must not be Swift's temporary C strings: a static literal has a stable address.
+private func staticCString(_ name: StaticString) -> UnsafePointer<CChar> {
+    UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self)
 }
 
 /// Runs `body` with a read-only memory BIO over `bytes`.
