@@ -1,0 +1,63 @@
+import Glibc
+
+extension DatabaseConnection {
+    /// Runs `body` between START TRANSACTION and COMMIT; any error thrown by `body` or by
+    /// COMMIT rolls back and is rethrown. Transactions do not nest (a nested call throws
+    /// `.misuse`). If the connection is lost inside, the server has already rolled back and
+    /// the error is `.unavailable`.
+    public func transaction<T>(_ body: (DatabaseConnection) throws -> T) throws -> T {
+        try transaction(retries: 0, body)
+    }
+
+    /// The one place that retries: like `transaction(_:)`, but when the transaction fails
+    /// with a deadlock (1213) or a lock wait timeout (1205) it is rolled back and run again,
+    /// up to `retries` more times, after a short jittered backoff. `body` therefore must be
+    /// re-runnable: it must not have effects outside the database (no HTTP calls, no
+    /// counters) and must read what it needs inside the transaction.
+    public func transaction<T>(retries: Int, _ body: (DatabaseConnection) throws -> T) throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try transactionOnce(body)
+            } catch let error as DatabaseError where error.isDeadlockOrLockWait && attempt <= retries {
+                Self.backoff(attempt: attempt)
+            }
+        }
+    }
+
+    private func transactionOnce<T>(_ body: (DatabaseConnection) throws -> T) throws -> T {
+        guard transactionGeneration == nil else {
+            throw DatabaseError.misuse("nested transaction")
+        }
+        try execute("START TRANSACTION")
+        transactionGeneration = currentGeneration
+        defer { transactionGeneration = nil }
+        do {
+            let value = try body(self)
+            try execute("COMMIT")
+            return value
+        } catch {
+            rollbackQuietly()
+            throw error
+        }
+    }
+
+    /// Rolls back if the transaction's session is still open; a lost session was rolled back
+    /// by the server. A failing ROLLBACK must not hide the original error.
+    private func rollbackQuietly() {
+        guard let generation = transactionGeneration, isSession(generation) else { return }
+        do {
+            try execute("ROLLBACK")
+        } catch {
+            // The session is in an unknown state: close it, the next call starts clean.
+            close()
+        }
+    }
+
+    /// 10–40 ms times the attempt number, randomized so two retrying workers drift apart.
+    private static func backoff(attempt: Int) {
+        let milliseconds = attempt * Int.random(in: 10...40)
+        usleep(UInt32(milliseconds * 1000))
+    }
+}

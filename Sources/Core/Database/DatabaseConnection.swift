@@ -1,0 +1,135 @@
+/// One MariaDB connection, confined to the thread that uses it (one per worker thread).
+///
+/// The connection opens lazily on first use and re-opens by itself: when a call fails
+/// because the server went away (2006, 2013, 2002, 2003, ...), the handle and its prepared
+/// statements are dropped and that call throws `.unavailable` (the caller answers 503);
+/// the next call connects again. Statements are never retried silently, since they may not
+/// be idempotent; only `ping()` reconnects within the call.
+///
+/// Every statement is a server-side prepared statement, cached per connection by SQL text.
+public final class DatabaseConnection {
+    public let configuration: DatabaseConfiguration
+    private var handle: MariaDBHandle?
+    private var statements: StatementCache
+    /// Incremented on every drop, so a transaction can tell its session was lost.
+    private var generation = 0
+    /// The generation a running `transaction` began on; nil outside transactions.
+    var transactionGeneration: Int?
+
+    /// Does not connect; the first call does.
+    public init(configuration: DatabaseConfiguration, statementCacheCapacity: Int = 128) {
+        self.configuration = configuration
+        self.statements = StatementCache(capacity: statementCacheCapacity)
+    }
+
+    /// Whether a server session is currently open.
+    public var isConnected: Bool { handle != nil }
+
+    /// Closes the session (if any); the next call reconnects.
+    public func close() { dropHandle() }
+
+    /// Health check: reconnects at most once and is bounded by the connect timeout when the
+    /// server is down; succeeds again once the server is back, without a process restart.
+    public func ping() throws(DatabaseError) {
+        if let handle {
+            do {
+                try handle.ping()
+                return
+            } catch {
+                guard error.dropsConnection else { throw error }
+                dropHandle()
+            }
+        }
+        try acquireHandle().ping()
+    }
+
+    /// Runs a statement and returns all its rows (buffered).
+    public func query(_ query: SQLQuery) throws(DatabaseError) -> [SQLRow] {
+        try run(query, collectRows: true).rows
+    }
+
+    /// The first row, or nil. Add `LIMIT 1` to the SQL when more rows could match.
+    public func queryOne(_ query: SQLQuery) throws(DatabaseError) -> SQLRow? {
+        try run(query, collectRows: true).rows.first
+    }
+
+    /// Runs a statement for its effect (INSERT, UPDATE, DELETE, DDL); any rows are discarded.
+    @discardableResult
+    public func execute(_ query: SQLQuery) throws(DatabaseError) -> ExecuteResult {
+        try run(query, collectRows: false).result
+    }
+
+    /// The number of prepared statements currently cached (for tests and diagnostics).
+    public var cachedStatementCount: Int { statements.count }
+
+    // MARK: - Internals
+
+    private func run(_ query: SQLQuery, collectRows: Bool) throws(DatabaseError) -> (rows: [SQLRow], result: ExecuteResult) {
+        let handle = try acquireHandle()
+        do {
+            let statement: PreparedStatement
+            if let cached = statements.statement(for: query.sql) {
+                statement = cached
+            } else {
+                statement = try PreparedStatement(handle: handle, sql: query.sql)
+                statements.insert(statement)
+            }
+            return try statement.run(query.binds, collectRows: collectRows)
+        } catch {
+            handleFailure(error, sql: query.sql)
+            throw error
+        }
+    }
+
+    /// Drops the session after a connection-level error; forgets a statement that failed in
+    /// the client library (its state is unknown). Server errors such as a duplicate key
+    /// leave the statement reusable.
+    private func handleFailure(_ error: DatabaseError, sql: String) {
+        if error.dropsConnection {
+            dropHandle()
+        } else if error.errno >= 2000 && error.errno < 3000 {
+            statements.remove(sql)
+        }
+    }
+
+    private func acquireHandle() throws(DatabaseError) -> MariaDBHandle {
+        if let handle { return handle }
+        // Reconnecting in the middle of a transaction would silently run the rest of its
+        // statements in autocommit mode on a new session.
+        if transactionGeneration != nil {
+            throw DatabaseError(kind: .unavailable, detail: "connection lost during transaction")
+        }
+        let opened = try MariaDBHandle.connect(configuration)
+        handle = opened
+        return opened
+    }
+
+    private func dropHandle() {
+        // Statements first: each keeps the handle alive until it is closed.
+        statements.removeAll()
+        handle = nil
+        generation += 1
+    }
+
+    /// Whether the session a transaction began on is still the open one.
+    func isSession(_ sessionGeneration: Int) -> Bool { handle != nil && generation == sessionGeneration }
+
+    var currentGeneration: Int { generation }
+
+    /// Trusted multi-statement SQL from the repository (migrations). The one place that
+    /// sends SQL without preparing it: DDL files cannot be prepared as one statement, and
+    /// splitting them on `;` is unsafe with COMMENT strings; the server's parser does it right.
+    func executeScript(unsafeSQL sql: String) throws(DatabaseError) {
+        let handle = try acquireHandle()
+        do {
+            try handle.executeScript(sql)
+        } catch {
+            if error.dropsConnection { dropHandle() }
+            throw error
+        }
+    }
+}
+
+/// A connection belongs to one thread; it holds a C handle without locks.
+@available(*, unavailable)
+extension DatabaseConnection: Sendable {}

@@ -1,0 +1,175 @@
+/// The column names of one result set, shared by all its rows so that lookup by name is
+/// one dictionary probe and rows carry no per-row copy of the names.
+public final class SQLColumns: Sendable {
+    public let names: [String]
+    private let indexByName: [String: Int]
+
+    init(names: [String]) {
+        self.names = names
+        var index: [String: Int] = [:]
+        // The first column of a given name wins, as in `SELECT a.id, b.id`.
+        for (position, name) in names.enumerated() where index[name] == nil { index[name] = position }
+        self.indexByName = index
+    }
+
+    public func index(of name: String) -> Int? { indexByName[name] }
+}
+
+/// One result row. Values are typed from the column metadata (see `SQLValue`); the typed
+/// accessors throw `DatabaseError` (`.columnNotFound`, `.typeMismatch`) with the column
+/// name, never the value.
+public struct SQLRow: Sendable {
+    public let columns: SQLColumns
+    public let values: [SQLValue]
+
+    init(columns: SQLColumns, values: [SQLValue]) {
+        self.columns = columns
+        self.values = values
+    }
+
+    /// The value of `column`, or `.null` when the result has no such column; use the typed
+    /// accessors when a missing column must be an error.
+    public subscript(column: String) -> SQLValue {
+        guard let index = columns.index(of: column) else { return .null }
+        return values[index]
+    }
+
+    public subscript(index: Int) -> SQLValue { values[index] }
+
+    public func value(_ column: String) throws(DatabaseError) -> SQLValue {
+        guard let index = columns.index(of: column) else {
+            throw DatabaseError(kind: .columnNotFound, detail: "column '\(column)'")
+        }
+        return values[index]
+    }
+
+    private func mismatch(_ column: String, _ expected: String, _ value: SQLValue) -> DatabaseError {
+        DatabaseError(kind: .typeMismatch, detail: "column '\(column)' is \(value.typeName), expected \(expected)")
+    }
+
+    public func string(_ column: String) throws(DatabaseError) -> String {
+        guard let value = try optionalString(column) else { throw mismatch(column, "string", .null) }
+        return value
+    }
+
+    /// A text value; binary columns are accepted when they hold valid UTF-8.
+    public func optionalString(_ column: String) throws(DatabaseError) -> String? {
+        switch try value(column) {
+        case .null: return nil
+        case .string(let s): return s
+        case .bytes(let b):
+            guard let s = String(validating: b, as: UTF8.self) else { throw mismatch(column, "string", .bytes(b)) }
+            return s
+        case let other: throw mismatch(column, "string", other)
+        }
+    }
+
+    public func int64(_ column: String) throws(DatabaseError) -> Int64 {
+        guard let value = try optionalInt64(column) else { throw mismatch(column, "int64", .null) }
+        return value
+    }
+
+    /// Integers of either signedness that fit, and DECIMAL results without a fraction
+    /// (MariaDB types `SUM(int_column)` as DECIMAL).
+    public func optionalInt64(_ column: String) throws(DatabaseError) -> Int64? {
+        let v = try value(column)
+        switch v {
+        case .null: return nil
+        case .int(let i): return i
+        case .uint(let u):
+            guard let i = Int64(exactly: u) else { throw mismatch(column, "int64", v) }
+            return i
+        case .string(let s):
+            let parts = s.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let i = Int64(parts[0]), parts.count == 1 || parts[1].allSatisfy({ $0 == "0" }) else {
+                throw mismatch(column, "int64", v)
+            }
+            return i
+        default: throw mismatch(column, "int64", v)
+        }
+    }
+
+    public func uint64(_ column: String) throws(DatabaseError) -> UInt64 {
+        let v = try value(column)
+        switch v {
+        case .uint(let u): return u
+        case .int(let i) where i >= 0: return UInt64(i)
+        default: throw mismatch(column, "uint64", v)
+        }
+    }
+
+    public func int(_ column: String) throws(DatabaseError) -> Int {
+        Int(try int64(column))
+    }
+
+    public func optionalInt(_ column: String) throws(DatabaseError) -> Int? {
+        try optionalInt64(column).map { Int($0) }
+    }
+
+    /// TINYINT 0/1 (any non-zero integer is true).
+    public func bool(_ column: String) throws(DatabaseError) -> Bool {
+        try int64(column) != 0
+    }
+
+    /// FLOAT/DOUBLE, integers, and DECIMAL text.
+    public func double(_ column: String) throws(DatabaseError) -> Double {
+        let v = try value(column)
+        switch v {
+        case .double(let d): return d
+        case .int(let i): return Double(i)
+        case .uint(let u): return Double(u)
+        case .string(let s):
+            guard let d = Double(s) else { throw mismatch(column, "double", v) }
+            return d
+        default: throw mismatch(column, "double", v)
+        }
+    }
+
+    public func optionalDouble(_ column: String) throws(DatabaseError) -> Double? {
+        if try value(column) == .null { return nil }
+        return try double(column)
+    }
+
+    public func timestamp(_ column: String) throws(DatabaseError) -> Timestamp {
+        guard let value = try optionalTimestamp(column) else { throw mismatch(column, "timestamp", .null) }
+        return value
+    }
+
+    public func optionalTimestamp(_ column: String) throws(DatabaseError) -> Timestamp? {
+        switch try value(column) {
+        case .null: return nil
+        case .timestamp(let t): return t
+        case let other: throw mismatch(column, "timestamp", other)
+        }
+    }
+
+    /// Binary columns as they are; text columns as their UTF-8 bytes.
+    public func bytes(_ column: String) throws(DatabaseError) -> [UInt8] {
+        switch try value(column) {
+        case .bytes(let b): return b
+        case .string(let s): return Array(s.utf8)
+        case let other: throw mismatch(column, "bytes", other)
+        }
+    }
+
+    /// Parses a JSON text column (payloads are stored as LONGTEXT with a JSON_VALID check).
+    public func json(_ column: String) throws(DatabaseError) -> JSON {
+        let v = try value(column)
+        let bytes: [UInt8]
+        switch v {
+        case .string(let s): bytes = Array(s.utf8)
+        case .bytes(let b): bytes = b
+        default: throw mismatch(column, "json", v)
+        }
+        do {
+            return try JSON.parse(bytes, limits: JSONLimits(maxBytes: Int(Int32.max), maxDepth: 512))
+        } catch {
+            throw DatabaseError(kind: .typeMismatch, detail: "column '\(column)' is not valid JSON")
+        }
+    }
+
+    public func optionalJSON(_ column: String) throws(DatabaseError) -> JSON? {
+        if try value(column) == .null { return nil }
+        return try json(column)
+    }
+}

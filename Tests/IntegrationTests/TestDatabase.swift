@@ -1,0 +1,78 @@
+import Core
+import Foundation
+import Testing
+
+/// What the integration tests need from the environment. Missing settings fail the test
+/// with a message naming the variable: these tests never skip.
+struct TestEnvironment {
+    let socket: String
+    let user: String
+    let password: String
+    let prefix: String
+
+    struct Missing: Error, CustomStringConvertible {
+        let variable: String
+        let meaning: String
+        var description: String {
+            "integration tests need \(variable) (\(meaning)); run them through scripts/test or set it, see Tests/IntegrationTests/README.md"
+        }
+    }
+
+    static func required(_ name: String, _ meaning: String) throws -> String {
+        guard let value = ProcessInfo.processInfo.environment[name], !value.isEmpty else {
+            throw Missing(variable: name, meaning: meaning)
+        }
+        return value
+    }
+
+    static func load() throws -> TestEnvironment {
+        let env = ProcessInfo.processInfo.environment
+        return TestEnvironment(
+            socket: try required("BILLING_TEST_DB_SOCKET", "Unix socket of the private test MariaDB"),
+            user: env["BILLING_TEST_DB_USER"].flatMap { $0.isEmpty ? nil : $0 } ?? "root",
+            password: env["BILLING_TEST_DB_PASSWORD"] ?? "",
+            prefix: env["BILLING_TEST_DB_NAME_PREFIX"].flatMap { $0.isEmpty ? nil : $0 } ?? "it_")
+    }
+
+    static func sqlDirectory() throws -> String {
+        try required("BILLING_TEST_SQL_DIR", "path of the repository's sql/ directory")
+    }
+
+    func configuration(database: String, lockWaitTimeoutSeconds: Int = 5) -> DatabaseConfiguration {
+        DatabaseConfiguration(socket: socket, user: user, password: password, name: database,
+                              connectTimeoutSeconds: 2, readTimeoutSeconds: 30, writeTimeoutSeconds: 30,
+                              lockWaitTimeoutSeconds: lockWaitTimeoutSeconds)
+    }
+}
+
+/// Runs `body` against a database of its own (`it_<random>`), created for it and dropped
+/// afterwards, so tests are independent and can run in parallel.
+func withTestDatabase<T>(_ body: (_ configuration: DatabaseConfiguration, _ environment: TestEnvironment) throws -> T) throws -> T {
+    let environment = try TestEnvironment.load()
+    let name = environment.prefix + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+    let admin = DatabaseConnection(configuration: environment.configuration(database: ""))
+    try admin.execute(SQLQuery(unsafeSQL: "CREATE DATABASE `\(name)` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"))
+    defer { _ = try? admin.execute(SQLQuery(unsafeSQL: "DROP DATABASE IF EXISTS `\(name)`")) }
+    return try body(environment.configuration(database: name), environment)
+}
+
+/// A connection to a fresh test database.
+func withTestConnection<T>(_ body: (DatabaseConnection) throws -> T) throws -> T {
+    try withTestDatabase { configuration, _ in try body(DatabaseConnection(configuration: configuration)) }
+}
+
+/// Runs `body` on its own thread (connections are thread-confined and blocking) and
+/// returns a function that waits for its result.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) -> () throws -> T {
+    let done = DispatchSemaphore(value: 0)
+    nonisolated(unsafe) var outcome: Result<T, any Error>?
+    let thread = Thread {
+        outcome = Result { try body() }
+        done.signal()
+    }
+    thread.start()
+    return {
+        done.wait()
+        return try outcome!.get()
+    }
+}

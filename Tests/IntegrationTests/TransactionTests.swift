@@ -1,0 +1,156 @@
+import Core
+import Foundation
+import Synchronization
+import Testing
+
+private struct BodyFailure: Error {}
+
+@Suite struct TransactionTests {
+    @Test func commitPersistsAndRollbackUndoes() throws {
+        try withTestConnection { db in
+            try db.execute("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB")
+            let value = try db.transaction { tx in
+                try tx.execute("INSERT INTO t VALUES (\(1))")
+                return "done"
+            }
+            #expect(value == "done")
+            #expect(throws: BodyFailure.self) {
+                try db.transaction { tx in
+                    try tx.execute("INSERT INTO t VALUES (\(2))")
+                    throw BodyFailure()
+                }
+            }
+            // A database error inside rolls back the earlier statements too.
+            let duplicate = #expect(throws: DatabaseError.self) {
+                try db.transaction { tx in
+                    try tx.execute("INSERT INTO t VALUES (\(3))")
+                    try tx.execute("INSERT INTO t VALUES (\(1))")
+                }
+            }
+            #expect(duplicate?.isDuplicateKey == true)
+            #expect(try db.query("SELECT id FROM t ORDER BY id").map { try $0.int("id") } == [1])
+            // Visible from another session: really committed.
+            let other = DatabaseConnection(configuration: db.configuration)
+            #expect(try other.query("SELECT id FROM t").count == 1)
+        }
+    }
+
+    @Test func nestedTransactionIsRefused() throws {
+        try withTestConnection { db in
+            let error = #expect(throws: DatabaseError.self) {
+                try db.transaction { tx in try tx.transaction { _ in 1 } }
+            }
+            #expect(error?.kind == .misuse)
+            let two = try db.transaction { _ in 2 }
+            #expect(two == 2)
+        }
+    }
+
+    @Test func lockWaitTimeoutIsRetriedABoundedNumberOfTimes() throws {
+        try withTestDatabase { configuration, environment in
+            var shortWait = configuration
+            shortWait.lockWaitTimeoutSeconds = 1
+            let holder = DatabaseConnection(configuration: configuration)
+            try holder.execute("CREATE TABLE r (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB")
+            try holder.execute("INSERT INTO r VALUES (1, 0)")
+            try holder.execute("START TRANSACTION")
+            _ = try holder.query("SELECT n FROM r WHERE id = 1 FOR UPDATE")
+
+            let waiter = DatabaseConnection(configuration: shortWait)
+            var attempts = 0
+            let start = monotonicMilliseconds()
+            let error = #expect(throws: DatabaseError.self) {
+                try waiter.transaction(retries: 2) { tx in
+                    attempts += 1
+                    try tx.execute("UPDATE r SET n = n + 1 WHERE id = 1")
+                }
+            }
+            let elapsed = monotonicMilliseconds() - start
+            #expect(error?.kind == .lockWaitTimeout)
+            #expect(error?.errno == 1205)
+            #expect(error?.isDeadlockOrLockWait == true)
+            #expect(attempts == 3, "one try plus two retries")
+            #expect(elapsed >= 3000 && elapsed < 8000)
+
+            // Without retries: exactly one attempt.
+            attempts = 0
+            #expect(throws: DatabaseError.self) {
+                try waiter.transaction { tx in
+                    attempts += 1
+                    try tx.execute("UPDATE r SET n = n + 1 WHERE id = 1")
+                }
+            }
+            #expect(attempts == 1)
+            try holder.execute("ROLLBACK")
+            #expect(try holder.queryOne("SELECT n FROM r WHERE id = 1")?.int("n") == 0)
+        }
+    }
+
+    @Test func retrySucceedsOnceTheLockIsReleased() throws {
+        try withTestDatabase { configuration, _ in
+            let holder = DatabaseConnection(configuration: configuration)
+            try holder.execute("CREATE TABLE r (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB")
+            try holder.execute("INSERT INTO r VALUES (1, 0)")
+            try holder.execute("START TRANSACTION")
+            try holder.execute("UPDATE r SET n = 100 WHERE id = 1")
+
+            var shortWaitConfiguration = configuration
+            shortWaitConfiguration.lockWaitTimeoutSeconds = 1
+            let shortWait = shortWaitConfiguration
+            let wait = onThread { () throws -> Int in
+                let waiter = DatabaseConnection(configuration: shortWait)
+                var attempts = 0
+                try waiter.transaction(retries: 3) { tx in
+                    attempts += 1
+                    try tx.execute("UPDATE r SET n = n + 1 WHERE id = 1")
+                }
+                return attempts
+            }
+            usleep(1_500_000)
+            try holder.execute("COMMIT")
+            let attempts = try wait()
+            #expect(attempts == 2, "the first attempt timed out at 1 s, the retry got the lock after the commit at 1.5 s")
+            #expect(try holder.queryOne("SELECT n FROM r WHERE id = 1")?.int("n") == 101)
+        }
+    }
+
+    @Test func deadlockIsTypedAndRetried() throws {
+        try withTestDatabase { configuration, _ in
+            let setup = DatabaseConnection(configuration: configuration)
+            try setup.execute("CREATE TABLE r (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB")
+            try setup.execute("INSERT INTO r VALUES (1, 0), (2, 0)")
+
+            // Two transactions lock rows 1 and 2 in opposite orders; a barrier makes both hold
+            // their first lock before asking for the second, so InnoDB must pick a victim.
+            let barrier = Mutex(0)
+            let deadlocks = Mutex(0)
+            func worker(first: Int, second: Int) -> () throws -> Int {
+                onThread {
+                    let db = DatabaseConnection(configuration: configuration)
+                    var attempts = 0
+                    do {
+                        try db.transaction(retries: 3) { tx in
+                            attempts += 1
+                            try tx.execute("UPDATE r SET n = n + 1 WHERE id = \(first)")
+                            if attempts == 1 {
+                                barrier.withLock { $0 += 1 }
+                                while barrier.withLock({ $0 }) < 2 { usleep(1000) }
+                            }
+                            try tx.execute("UPDATE r SET n = n + 1 WHERE id = \(second)")
+                        }
+                    } catch let error as DatabaseError {
+                        Issue.record("unexpected \(error.debugDescription)")
+                    }
+                    if attempts > 1 { deadlocks.withLock { $0 += 1 } }
+                    return attempts
+                }
+            }
+            let a = worker(first: 1, second: 2)
+            let b = worker(first: 2, second: 1)
+            let attempts = try a() + b()
+            #expect(attempts == 3, "exactly one victim, retried once")
+            #expect(deadlocks.withLock { $0 } == 1)
+            #expect(try setup.query("SELECT n FROM r ORDER BY id").map { try $0.int("n") } == [2, 2])
+        }
+    }
+}
