@@ -1,23 +1,19 @@
-import Glibc
-
-/// Process-level events (start, stop, accept failures) as one JSON line each on stderr.
-/// A stand-in with the same shape as the project logger (message + dotted keys), so the
-/// logger can replace the sink without touching call sites.
+/// Process-level events of the FastCGI layer (start, stop, accept failures) as a closure,
+/// so the pool does not depend on where logs go. `sink(_:)` sends them to a `Logger`.
 public enum ServerEvents {
-    public enum Level: String, Sendable {
-        case debug, info, notice, warning, error, critical
-    }
+    public typealias Level = LogLevel
 
     public typealias Sink = @Sendable (_ level: Level, _ message: String, _ fields: [String: String]) -> Void
 
-    /// Writes `{"level":...,"message":...,"time":...,<fields>}` and a newline with one
-    /// `write(2)`, so lines from different threads do not interleave.
-    public static let standardError: Sink = { level, message, fields in
-        var object: JSONObject = ["time": .string(SystemClock().now().iso8601), "level": .string(level.rawValue),
-                                  "message": .string(message)]
-        for key in fields.keys.sorted() { object[key] = .string(fields[key]!) }
-        var line = JSON.object(object).serialized()
-        line.append(UInt8(ascii: "\n"))
-        _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    /// Events as JSON lines through `logger`, string fields sorted by key.
+    public static func sink(_ logger: Logger) -> Sink {
+        { level, message, fields in
+            var object = JSONObject()
+            for key in fields.keys.sorted() { object[key] = .string(fields[key]!) }
+            logger.log(level, message, fields: object)
+        }
     }
+
+    /// JSON lines on standard error.
+    public static let standardError: Sink = sink(.standardError)
 }

@@ -8,6 +8,10 @@ public final class RequestContext {
     /// Index of the worker thread owning this context (0-based), for logs.
     public let workerIndex: Int
     public var clock: any BillingClock
+    /// Process-wide configuration, logger and what was built from them at start-up.
+    public let services: BillingServices
+    /// This thread's own MariaDB connection (nil in a worker started without one).
+    public let database: DatabaseConnection?
     /// Checks the database for `GET /health`; throws when it is unreachable. nil when the
     /// worker runs without a database.
     public var databaseProbe: (() throws -> Void)?
@@ -19,11 +23,14 @@ public final class RequestContext {
     public var reportUnexpectedError: (_ error: any Error, _ fields: [String: String]) -> Void
 
     public init(workerIndex: Int = 0, clock: any BillingClock = SystemClock(),
+                services: BillingServices = .unconfigured(), database: DatabaseConnection? = nil,
                 databaseProbe: (() throws -> Void)? = nil,
                 reportUnexpectedError: @escaping (_ error: any Error, _ fields: [String: String]) -> Void = RequestContext.writeToStandardError) {
         self.workerIndex = workerIndex
         self.clock = clock
-        self.databaseProbe = databaseProbe
+        self.services = services
+        self.database = database
+        self.databaseProbe = databaseProbe ?? database.map { db in { try db.ping() } }
         self.reportUnexpectedError = reportUnexpectedError
     }
 

@@ -2,7 +2,7 @@ import Glibc
 import Synchronization
 
 public enum LogLevel: String, Sendable, Comparable, CaseIterable {
-    case debug, info, notice, warning, error
+    case debug, info, notice, warning, error, critical
 
     private var rank: Int { LogLevel.allCases.firstIndex(of: self)! }
     public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rank < rhs.rank }
@@ -83,13 +83,26 @@ public struct Logger: Sendable {
 
     public func log(_ level: LogLevel, _ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) {
         guard level >= sink.minimumLevel else { return }
+        write(level, message) { line in for (key, value) in fields { line[key] = value } }
+    }
+
+    /// The same, with fields already gathered in an object.
+    public func log(_ level: LogLevel, _ message: String, fields: JSONObject) {
+        guard level >= sink.minimumLevel else { return }
+        write(level, message) { line in for (key, value) in fields { line[key] = value } }
+    }
+
+    private func write(_ level: LogLevel, _ message: String, _ addFields: (inout JSONObject) -> Void) {
         var line: JSONObject = ["ts": .string(clock.now().iso8601), "level": .string(level.rawValue), "msg": .string(message)]
         for (key, value) in metadata { line[key] = value }
-        for (key, value) in fields { line[key] = value }
+        addFields(&line)
         var bytes = JSON.object(line).serialized()
         bytes.append(0x0A)
         sink.write(bytes)
     }
+
+    /// A logger writing to standard error (before a log file is configured, and in tests).
+    public static let standardError = Logger(sink: .standardError)
 
     public func debug(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.debug, message, fields) }
     public func info(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.info, message, fields) }

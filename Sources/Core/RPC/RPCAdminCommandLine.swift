@@ -1,6 +1,9 @@
-/// The arguments of `billing-rpc`, parsed in Core so the executable stays wiring only.
-/// (`--config FILE` and the `migrate` subcommand are still to come.)
+/// The arguments of `billing-rpc` (serving), parsed in Core so the executable stays wiring
+/// only. The `migrate` and `dev-token` subcommands are parsed by `RPCAdminApp`.
 public struct RPCAdminCommandLine: Sendable, Equatable {
+    public var configPath: String?
+    public var logFile: String?
+    /// Overrides `admin.socket` of the configuration.
     public var socketPath: String?
     public var maxConnections = 32
     public var idleTimeoutSeconds = 300.0
@@ -10,13 +13,18 @@ public struct RPCAdminCommandLine: Sendable, Equatable {
     public init() {}
 
     public static let usage = """
-        usage: billing-rpc --socket PATH [options]
+        usage: billing-rpc --config FILE [options]              serve JSON-RPC on admin.socket
+               billing-rpc migrate --config FILE --sql-dir DIR [--status]
+               billing-rpc dev-token --key PEM --kid KID --issuer ISS --audience AUD [--ttl SECONDS] USER_ID
 
         JSON-RPC 2.0 admin daemon, newline-delimited JSON on a Unix socket (mode 0660).
         SIGTERM/SIGINT: stop accepting, finish calls in flight, remove the socket, exit 0.
+        SIGUSR1/SIGHUP: reopen the log file.
 
         options:
-          --socket PATH            Unix socket to listen on (required)
+          --config FILE            configuration (JSON); BILLING__section__key env vars override it
+          --socket PATH            Unix socket to listen on (default: admin.socket of the configuration)
+          --log-file PATH          JSON-lines log (default: log.file, else standard error)
           --max-connections N      concurrent connections, one thread each (default 32)
           --idle-timeout SECONDS   close a connection silent for this long (default 300)
           --read-timeout SECONDS   close a connection that starts a line and stalls (default 10)
@@ -42,6 +50,8 @@ public struct RPCAdminCommandLine: Sendable, Equatable {
         while let argument = remaining.popFirst() {
             switch argument {
             case "--socket": result.socketPath = try value(for: argument)
+            case "--config": result.configPath = try value(for: argument)
+            case "--log-file": result.logFile = try value(for: argument)
             case "--max-connections":
                 let number = try positive(argument)
                 guard let count = Int(exactly: number) else { throw RPCServerError("--max-connections must be an integer") }
@@ -52,7 +62,9 @@ public struct RPCAdminCommandLine: Sendable, Equatable {
             default: throw RPCServerError("unknown argument \(argument)")
             }
         }
-        if !result.showHelp && result.socketPath == nil { throw RPCServerError("--socket PATH is required") }
+        if !result.showHelp && result.socketPath == nil && result.configPath == nil {
+            throw RPCServerError("--config FILE (or --socket PATH) is required")
+        }
         return result
     }
 

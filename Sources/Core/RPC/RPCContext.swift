@@ -24,8 +24,12 @@ public struct RPCContext {
     public var server: RPCServerInfo
     /// Reports the database for `system.health`; must not throw and should be quick. The
     /// default says the daemon was started without a database.
-    public var databaseStatus: @Sendable () -> JSON
+    public var databaseStatus: () -> JSON
     public var services: RPCServices
+    /// Process-wide configuration, logger and what was built from them.
+    public var billing: BillingServices
+    /// This connection's own MariaDB connection (nil when the daemon runs without one).
+    public var database: DatabaseConnection?
     /// The registry serving the current call, set by `JSONRPCServerProtocol` (for
     /// introspection such as `system.listMethods`).
     public internal(set) var registry = RPCMethodRegistry()
@@ -34,14 +38,34 @@ public struct RPCContext {
         clock: any BillingClock = SystemClock(),
         peer: RPCPeer? = nil,
         server: RPCServerInfo = RPCServerInfo(),
-        databaseStatus: @escaping @Sendable () -> JSON = { ["status": "not configured"] },
-        services: RPCServices = RPCServices()
+        databaseStatus: (() -> JSON)? = nil,
+        services: RPCServices = RPCServices(),
+        billing: BillingServices = .unconfigured(),
+        database: DatabaseConnection? = nil
     ) {
         self.clock = clock
         self.peer = peer
         self.server = server
-        self.databaseStatus = databaseStatus
+        self.databaseStatus = databaseStatus ?? RPCContext.probe(database)
         self.services = services
+        self.billing = billing
+        self.database = database
+    }
+}
+
+extension RPCContext {
+    /// `{status: ok|down}` from a ping of `database`, or "not configured" without one.
+    static func probe(_ database: DatabaseConnection?) -> () -> JSON {
+        guard let database else { return { ["status": "not configured"] } }
+        return {
+            let started = monotonicMilliseconds()
+            do {
+                try database.ping()
+                return ["status": "ok", "latencyMs": .int(monotonicMilliseconds() - started)]
+            } catch {
+                return ["status": "down"]
+            }
+        }
     }
 }
 

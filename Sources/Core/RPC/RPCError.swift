@@ -42,6 +42,9 @@ extension RPCError {
         /// The daemon refused the connection or message (too many connections, timeout).
         public static let serverBusy = -32000
         public static let timeout = -32001
+        /// The database is unreachable or busy; the call changed nothing and can be retried.
+        public static let unavailable = -32002
+        // Application errors (outside the reserved range) are added by features, from 1000 up.
     }
 }
 

@@ -1,5 +1,5 @@
-/// Something the socket server wants logged. The executable decides where it goes; until
-/// Core/Logging lands it prints `jsonLine` to stderr.
+/// Something the socket server wants logged. The executable decides where it goes
+/// (`logger(_:)` sends it to a `Logger`).
 public struct RPCServerLogEvent: Sendable {
     public enum Level: String, Sendable {
         case debug, info, warning, error
@@ -25,12 +25,22 @@ public struct RPCServerLogEvent: Sendable {
     }
 }
 
-import Glibc
 
 extension RPCServerLogEvent {
-    /// Writes `jsonLine` to stderr in one `write`, so lines from threads never interleave.
-    @Sendable public static func printToStandardError(_ event: RPCServerLogEvent) {
-        let line = Array((event.jsonLine + "\n").utf8)
-        _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    /// Sends events to `logger` as JSON lines.
+    public static func logger(_ logger: Logger) -> @Sendable (RPCServerLogEvent) -> Void {
+        { event in
+            let level: LogLevel
+            switch event.level {
+            case .debug: level = .debug
+            case .info: level = .info
+            case .warning: level = .warning
+            case .error: level = .error
+            }
+            logger.log(level, event.message, fields: event.fields)
+        }
     }
+
+    /// JSON lines on standard error.
+    public static let printToStandardError: @Sendable (RPCServerLogEvent) -> Void = logger(.standardError)
 }

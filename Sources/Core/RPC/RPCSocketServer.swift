@@ -223,21 +223,24 @@ extension timeval {
 
 extension RPCSocketServer {
     /// The daemon as `billing-rpc` runs it: handler failures and connection events are
-    /// logged through `log`, each connection gets a context with `serverInfo` and the
-    /// `databaseStatus` probe.
+    /// logged through `log`, each connection gets a context with `serverInfo`, the shared
+    /// `billing` services and its own database connection.
     ///
     /// Closures handed to the server run on its threads; build them in Core (as here), not
     /// in `main.swift` top-level code, where Swift 6 makes them main-actor isolated.
     public convenience init(configuration: Configuration, registry: RPCMethodRegistry, limits: RPCLimits = .default,
                             serverInfo: RPCServerInfo,
-                            databaseStatus: @escaping @Sendable () -> JSON = { ["status": "not configured"] },
+                            billing: BillingServices = .unconfigured(),
+                            databaseConfiguration: DatabaseConfiguration? = nil,
                             log: @escaping @Sendable (RPCServerLogEvent) -> Void = RPCServerLogEvent.printToStandardError) {
         let rpc = JSONRPCServerProtocol(registry: registry, limits: limits) { method, error in
             // The caller saw only "Internal error"; the operator gets the cause.
             log(RPCServerLogEvent(.error, "rpc.call.failed", ["rpc.method": .string(method), "error": .string(String(describing: error))]))
         }
         self.init(configuration: configuration, protocol: rpc, makeContext: { peer in
-            RPCContext(peer: peer, server: serverInfo, databaseStatus: databaseStatus)
+            // Built on the connection's thread: its database connection stays on that thread.
+            RPCContext(clock: billing.clock, peer: peer, server: serverInfo, billing: billing,
+                       database: databaseConfiguration.map { DatabaseConnection(configuration: $0) })
         }, log: log)
     }
 }

@@ -1,0 +1,179 @@
+import Glibc
+
+/// `billing-rpc`: the admin daemon, the migration command and the development token
+/// printer, wired in Core so the executable is a single call.
+public enum RPCAdminApp {
+    public static let version = "0.1.0"
+
+    /// Returns the process exit status.
+    public static func main(arguments: [String], environment: [String: String]) -> Int32 {
+        switch arguments.first {
+        case "migrate": return migrate(Array(arguments.dropFirst()), environment: environment)
+        case "dev-token": return devToken(Array(arguments.dropFirst()))
+        default: return serve(arguments, environment: environment)
+        }
+    }
+
+    // MARK: serve
+
+    static func serve(_ arguments: [String], environment: [String: String]) -> Int32 {
+        let commandLine: RPCAdminCommandLine
+        do {
+            commandLine = try RPCAdminCommandLine.parse(arguments)
+        } catch {
+            return fail("\(error)\n\n\(RPCAdminCommandLine.usage)", status: 64)
+        }
+        if commandLine.showHelp {
+            print(RPCAdminCommandLine.usage, terminator: "")
+            return 0
+        }
+        var configuration = BillingConfiguration()
+        let services: BillingServices
+        let logger: Logger
+        do {
+            if commandLine.configPath != nil {
+                configuration = try BillingConfiguration.load(path: commandLine.configPath, environment: environment)
+            }
+            let sink = try LogSink(path: commandLine.logFile ?? configuration.log.file, minimumLevel: configuration.log.level)
+            logger = Logger(sink: sink, metadata: ["process": "billing-rpc"])
+            services = try BillingServices(configuration: configuration, logger: logger)
+        } catch {
+            return fail("\(error)", status: 1)
+        }
+        var serverConfiguration = commandLine.serverConfiguration()
+        serverConfiguration.socketPath = commandLine.socketPath ?? configuration.admin.socket
+        if commandLine.configPath != nil {
+            serverConfiguration.maxConnections = configuration.admin.maxConnections
+            serverConfiguration.idleTimeoutSeconds = Double(configuration.admin.idleTimeoutSeconds)
+        }
+        let limits = RPCLimits(maxMessageBytes: configuration.admin.maxMessageBytes,
+                               maxBatchLength: configuration.admin.maxBatchLength)
+        let server = RPCSocketServer(configuration: serverConfiguration, registry: BillingRPCMethods.makeRegistry(),
+                                     limits: limits, serverInfo: RPCServerInfo(version: version), billing: services,
+                                     databaseConfiguration: commandLine.configPath == nil ? nil : configuration.database,
+                                     log: RPCServerLogEvent.logger(logger))
+        logger.info("billing-rpc started", ["rpc.socket": .string(serverConfiguration.socketPath), "process.id": .int(Int64(getpid()))])
+        do {
+            try server.runUntilTerminated(reopenLogs: { logger.sink.reopen() })
+        } catch {
+            return fail("\(error)", status: 1)
+        }
+        logger.info("billing-rpc stopped")
+        return 0
+    }
+
+    // MARK: migrate
+
+    static let migrateUsage = """
+        usage: billing-rpc migrate --config FILE --sql-dir DIR [--status]
+
+        Applies sql/NNN_name.sql files in order, forward-only, recording each with its SHA-256
+        in schema_migrations. Re-running is a no-op; an applied file whose content changed is
+        refused. --status lists every file and whether it is applied.
+
+        """
+
+    static func migrate(_ arguments: [String], environment: [String: String]) -> Int32 {
+        var config: String?
+        var sqlDir: String?
+        var statusOnly = false
+        var rest = arguments[...]
+        while let argument = rest.popFirst() {
+            switch argument {
+            case "--config": config = rest.popFirst()
+            case "--sql-dir": sqlDir = rest.popFirst()
+            case "--status": statusOnly = true
+            case "-h", "--help":
+                print(migrateUsage, terminator: "")
+                return 0
+            default: return fail("unknown argument \(argument)\n\n\(migrateUsage)", status: 64)
+            }
+        }
+        guard let config, let sqlDir else { return fail("--config and --sql-dir are required\n\n\(migrateUsage)", status: 64) }
+        do {
+            let configuration = try BillingConfiguration.load(path: config, environment: environment)
+            let database = DatabaseConnection(configuration: configuration.database)
+            let migrator = Migrator(directory: sqlDir)
+            if statusOnly {
+                for entry in try migrator.status(using: database) { print("\(entry)") }
+                return 0
+            }
+            let applied = try migrator.migrate(using: database)
+            if applied.isEmpty {
+                print("migrations: up to date")
+            }
+            for migration in applied {
+                print("migrations: applied \(migration.version) \(migration.name) (sha256 \(migration.checksum.prefix(12))…)")
+            }
+            return 0
+        } catch let error as DatabaseError {
+            return fail("migrate: \(error.debugDescription)", status: 1)
+        } catch {
+            return fail("migrate: \(error)", status: 1)
+        }
+    }
+
+    // MARK: dev-token
+
+    static let devTokenUsage = """
+        usage: billing-rpc dev-token --key PEM --kid KID --issuer ISS --audience AUD [--ttl SECONDS] USER_ID
+
+        Prints an ID token for USER_ID signed with the development key (RS256 for an RSA key,
+        ES256 for a P-256 key). Development only: production tokens come from the app's issuer.
+
+        """
+
+    static func devToken(_ arguments: [String]) -> Int32 {
+        var values: [String: String] = [:]
+        var user: String?
+        var rest = arguments[...]
+        while let argument = rest.popFirst() {
+            switch argument {
+            case "--key", "--kid", "--issuer", "--audience", "--ttl":
+                guard let value = rest.popFirst() else { return fail("missing value for \(argument)", status: 64) }
+                values[argument] = value
+            case "-h", "--help":
+                print(devTokenUsage, terminator: "")
+                return 0
+            default:
+                guard user == nil, !argument.hasPrefix("--") else { return fail("unexpected \(argument)\n\n\(devTokenUsage)", status: 64) }
+                user = argument
+            }
+        }
+        guard let keyPath = values["--key"], let kid = values["--kid"], let issuer = values["--issuer"],
+              let audience = values["--audience"], let user else {
+            return fail("--key, --kid, --issuer, --audience and USER_ID are required\n\n\(devTokenUsage)", status: 64)
+        }
+        let ttl = Int64(values["--ttl"] ?? "3600") ?? 3600
+        do {
+            let key = try PrivateKey(pem: try FileIO.readString(keyPath))
+            let algorithm: String
+            switch try key.publicKey.kind {
+            case .rsa: algorithm = "RS256"
+            case .ec("prime256v1"): algorithm = "ES256"
+            default: return fail("the key must be RSA or EC P-256", status: 1)
+            }
+            let now = SystemClock().now().millisecondsSinceEpoch / 1000
+            let claims: JSON = ["iss": .string(issuer), "aud": .string(audience), "sub": .string(user),
+                                "iat": .int(now), "exp": .int(now + ttl)]
+            print(try CompactJWS.sign(payload: claims, header: ["kid": .string(kid)], key: key, algorithm: algorithm))
+            return 0
+        } catch {
+            return fail("dev-token: \(error)", status: 1)
+        }
+    }
+
+    private static func fail(_ message: String, status: Int32) -> Int32 {
+        ProcessEnvironment.printError("billing-rpc: \(message)")
+        return status
+    }
+}
+
+/// Every JSON-RPC method of `billing-rpc`, registered in one place.
+public enum BillingRPCMethods {
+    public static func makeRegistry() -> RPCMethodRegistry {
+        var registry = RPCMethodRegistry()
+        registry.registerSystemMethods()
+        return registry
+    }
+}

@@ -1,0 +1,100 @@
+import Glibc
+
+/// `billing-fcgi`: argument parsing and the wiring of one worker process, in Core so the
+/// executable is a single call and closures run on worker threads are not main-actor
+/// isolated (Swift 6 would make closures written in `main.swift` so, and they trap).
+public enum WorkerApp {
+    public static let usage = """
+        usage: billing-fcgi --config FILE --socket PATH [options]
+
+          --config FILE        configuration (JSON); BILLING__section__key env vars override it
+          --socket PATH        Unix socket to listen on (nginx's upstream server unix:PATH)
+          --log-file PATH      JSON-lines log (default: standard error); reopened on SIGUSR1
+          --threads N          override server.threadsPerWorker
+          --max-body BYTES     override server.maxBodyBytes
+          --max-requests N     stop gracefully after N requests, for a supervisor to restart (default 0: never)
+
+        Signals: TERM/INT/QUIT stop accepting, finish in-flight requests and exit 0; USR1/HUP reopen logs.
+
+        """
+
+    struct Options {
+        var config: String?
+        var socket: String?
+        var logFile: String?
+        var threads: Int?
+        var maxBody: Int?
+        var maxRequests = 0
+    }
+
+    /// Runs the worker; returns the process exit status (0 graceful stop, 1 start-up
+    /// failure, 64 usage).
+    public static func main(arguments: [String], environment: [String: String]) -> Int32 {
+        var options = Options()
+        var rest = arguments[...]
+        while let argument = rest.popFirst() {
+            if argument == "--help" || argument == "-h" {
+                print(usage, terminator: "")
+                return 0
+            }
+            guard let value = rest.popFirst() else { return usageError("missing value for \(argument)") }
+            switch argument {
+            case "--config": options.config = value
+            case "--socket": options.socket = value
+            case "--log-file": options.logFile = value
+            case "--threads":
+                guard let n = Int(value), (1...256).contains(n) else { return usageError("--threads must be 1...256") }
+                options.threads = n
+            case "--max-body":
+                guard let n = Int(value), n >= 1024 else { return usageError("--max-body must be at least 1024") }
+                options.maxBody = n
+            case "--max-requests":
+                guard let n = Int(value), n >= 0 else { return usageError("--max-requests must be a non-negative integer") }
+                options.maxRequests = n
+            default: return usageError("unknown option \(argument)")
+            }
+        }
+        guard let socket = options.socket else { return usageError("--socket is required") }
+
+        let configuration: BillingConfiguration
+        let logger: Logger
+        let services: BillingServices
+        do {
+            configuration = try BillingConfiguration.load(path: options.config, environment: environment)
+            let sink = try LogSink(path: options.logFile ?? configuration.log.file, minimumLevel: configuration.log.level)
+            logger = Logger(sink: sink, metadata: ["process": "billing-fcgi", "worker.socket": .string(socket)])
+            services = try BillingServices(configuration: configuration, logger: logger)
+        } catch {
+            ProcessEnvironment.printError("billing-fcgi: \(error)")
+            return 1
+        }
+
+        var serverOptions = FastCGIServerOptions(socketPath: socket)
+        serverOptions.socketMode = UInt32(configuration.server.socketMode)
+        serverOptions.backlog = configuration.server.backlog
+        serverOptions.pool.threads = options.threads ?? configuration.server.threadsPerWorker
+        serverOptions.pool.maxBodyBytes = options.maxBody ?? configuration.server.maxBodyBytes
+        serverOptions.pool.maxRequests = options.maxRequests
+
+        let databaseConfiguration = configuration.database
+        return FastCGIServer.run(
+            options: serverOptions, router: BillingRoutes.makeRouter(), events: ServerEvents.sink(logger),
+            reopenLogs: { logger.sink.reopen() },
+            makeContext: { index in
+                // One MariaDB connection per thread, opened lazily on first use.
+                let database = DatabaseConnection(configuration: databaseConfiguration)
+                return RequestContext(workerIndex: index, clock: services.clock, services: services, database: database,
+                                      reportUnexpectedError: { error, fields in
+                                          var object = JSONObject()
+                                          for key in fields.keys.sorted() { object[key] = .string(fields[key]!) }
+                                          object["error.debug"] = .string(String(reflecting: error))
+                                          logger.log(.error, "request failed unexpectedly", fields: object)
+                                      })
+            })
+    }
+
+    private static func usageError(_ message: String) -> Int32 {
+        ProcessEnvironment.printError("billing-fcgi: \(message)\n\(usage)")
+        return 64
+    }
+}
