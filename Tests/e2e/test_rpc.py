@@ -7,6 +7,8 @@ Optional, when the daemon was started with matching flags:
     BILLING_RPC_READ_TIMEOUT=2        daemon runs with --read-timeout 2
     BILLING_RPC_MAX_CONNECTIONS=8     daemon runs with --max-connections 8
     BILLING_RPC_BINARY=.build/debug/billing-rpc   lifecycle tests start their own daemon
+    BILLING_RPC_MAX_MESSAGE_BYTES=4194304         the daemon's admin.maxMessageBytes
+scripts/test sets all of them (and fails on any skipped test).
 """
 import json
 import os
@@ -20,7 +22,7 @@ import unittest
 
 SOCKET = os.environ.get("BILLING_RPC_SOCKET") or os.path.join(
     os.environ.get("BILLING_VAR_DIR") or "./var", "run", "billing-rpc.sock")
-MAX_MESSAGE_BYTES = 1 << 20
+MAX_MESSAGE_BYTES = int(os.environ.get("BILLING_RPC_MAX_MESSAGE_BYTES") or 1 << 20)
 
 
 def connect(path=SOCKET, timeout=5.0):
