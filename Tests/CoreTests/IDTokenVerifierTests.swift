@@ -97,9 +97,6 @@ import Testing
         for bad in ["", "a.b", "a.b.c.d", "!!!.e30.AAAA", "e30..AAAA", String(repeating: "a", count: 9000)] {
             #expect(reason(bad) == .malformed, "\(bad.prefix(20))")
         }
-        #expect(throws: AuthError(.missing)) { try IDTokenVerifier.bearerToken(nil) }
-        #expect(throws: AuthError(.missing)) { try IDTokenVerifier.bearerToken("Basic abc") }
-        #expect(try IDTokenVerifier.bearerToken("bearer abc.def.ghi") == "abc.def.ghi")
     }
 
     @Test func keySetsFromJWKSAndPEMMaps() throws {

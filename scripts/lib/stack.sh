@@ -171,6 +171,29 @@ SQL
 
 # ---------------------------------------------------------------- configuration
 
+DEV_TOKEN_KID=dev-1
+DEV_TOKEN_ISSUER=https://dev-token.fcgibilling.invalid
+DEV_TOKEN_AUDIENCE=fcgibilling-dev
+
+# Development secrets: the ID-token signing key (RS256, published as a {kid: PEM
+# certificate} map like Firebase's) and the RevenueCat webhook secret. Never for production.
+dev_secrets() {
+    local dir=$BILLING_VAR_DIR/secrets
+    if [[ ! -s $dir/dev-token-key.pem || ! -s $dir/dev-token-cert.pem ]]; then
+        openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=FCGIBilling development tokens" \
+            -keyout "$dir/dev-token-key.pem" -out "$dir/dev-token-cert.pem" >/dev/null 2>&1 \
+            || die "could not create the development token key"
+        chmod 600 "$dir/dev-token-key.pem"
+    fi
+    python3 - "$dir/dev-token-cert.pem" "$BILLING_VAR_DIR/dev-token-keys.json" "$DEV_TOKEN_KID" <<'PY2'
+import json, sys
+cert = open(sys.argv[1]).read()
+with open(sys.argv[2], "w") as f:
+    json.dump({sys.argv[3]: cert}, f, indent=2)
+PY2
+    [[ -s $dir/revenuecat-webhook-secret ]] || { echo "Bearer $(openssl rand -hex 24)" >"$dir/revenuecat-webhook-secret"; chmod 600 "$dir/revenuecat-webhook-secret"; }
+}
+
 # Writes the generated configuration (unless BILLING_CONFIG points elsewhere), deep-merging
 # BILLING_CONFIG_OVERLAY over it.
 config_generate() {
@@ -187,6 +210,9 @@ config = {
                  "connectTimeoutSeconds": 2, "readTimeoutSeconds": 10, "writeTimeoutSeconds": 10},
     "server": {"threadsPerWorker": $BILLING_THREADS, "maxBodyBytes": 1048576},
     "admin": {"socket": "$RPC_SOCKET"},
+    "auth": {"keysFile": "$BILLING_VAR_DIR/dev-token-keys.json", "issuer": "$DEV_TOKEN_ISSUER",
+             "audience": "$DEV_TOKEN_AUDIENCE", "leewaySeconds": 60},
+    "revenuecat": {"webhookSecretFile": "$BILLING_VAR_DIR/secrets/revenuecat-webhook-secret"},
     "log": {"level": "info"},
     "users": {},
     "reporting": {"currency": "EUR"},
@@ -309,6 +335,7 @@ nginx_stop() { stop_pid "$RUN_DIR/nginx.pid" nginx QUIT 30; }
 stack_up() {
     db_start
     db_bootstrap
+    dev_secrets
     config_generate
     migrate
     workers_start
@@ -332,6 +359,8 @@ FCGIBilling is up.
   MariaDB      socket $DB_SOCKET, port $BILLING_DB_PORT, database billing
                (mariadb --no-defaults -S $DB_SOCKET -uroot billing)
   config       $BILLING_CONFIG
+  dev token    scripts/dev-token USER_ID   (curl -H "Authorization: Bearer \$(scripts/dev-token ID)" …/billing/access)
+  RevenueCat   webhook secret in $BILLING_VAR_DIR/secrets/revenuecat-webhook-secret
   logs         $LOG_DIR
   stop         scripts/dev-down
 TXT

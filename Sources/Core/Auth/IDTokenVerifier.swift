@@ -57,14 +57,6 @@ public struct IDTokenVerifier: Sendable {
         self.leewaySeconds = Int64(leewaySeconds)
     }
 
-    /// The token of an `Authorization: Bearer …` header value.
-    public static func bearerToken(_ header: String?) throws(AuthError) -> Substring {
-        guard let header else { throw AuthError(.missing) }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw AuthError(.missing) }
-        return parts[1]
-    }
-
     public func verify(_ token: some StringProtocol, now: Timestamp) throws(AuthError) -> VerifiedIDToken {
         let jws: CompactJWS
         do { jws = try CompactJWS.parse(token, maxBytes: 8192) } catch { throw AuthError(.malformed) }

@@ -1,5 +1,21 @@
 import Glibc
 
+/// The isolation of one transaction (`SET TRANSACTION ISOLATION LEVEL`, which applies to
+/// the next transaction only). InnoDB's default is repeatable read: one consistent snapshot
+/// for all plain reads of the transaction. Read committed lets each statement see what
+/// committed before it, which a transaction that serializes on a row lock and then reads
+/// (the per-user fold) needs, so it sees the events of the transaction it waited for.
+public enum IsolationLevel: Sendable {
+    case readCommitted, repeatableRead
+
+    var statement: SQLQuery {
+        switch self {
+        case .readCommitted: return "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
+        case .repeatableRead: return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+        }
+    }
+}
+
 extension DatabaseConnection {
     /// Runs `body` between START TRANSACTION and COMMIT; any error thrown by `body` or by
     /// COMMIT rolls back and is rethrown. Transactions do not nest (a nested call throws
@@ -14,11 +30,13 @@ extension DatabaseConnection {
     /// up to `retries` more times, after a short jittered backoff. `body` therefore must be
     /// re-runnable: it must not have effects outside the database (no HTTP calls, no
     /// counters) and must read what it needs inside the transaction.
-    public func transaction<T>(retries: Int, _ body: (DatabaseConnection) throws -> T) throws -> T {
+    public func transaction<T>(retries: Int, isolation: IsolationLevel? = nil,
+                               _ body: (DatabaseConnection) throws -> T) throws -> T {
         var attempt = 0
         while true {
             attempt += 1
             do {
+                if let isolation { try execute(isolation.statement) }
                 return try transactionOnce(body)
             } catch let error as DatabaseError where error.isDeadlockOrLockWait && attempt <= retries {
                 Self.backoff(attempt: attempt)

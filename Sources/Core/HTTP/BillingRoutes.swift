@@ -6,6 +6,8 @@ public enum BillingRoutes {
     public static func register(into router: inout Router) {
         router.get("\(prefix)/health", HealthCheck.handle)
         router.get("\(prefix)/ping", HealthCheck.ping)
+        router.get("\(prefix)/billing/access", AccessRoute.handle)
+        router.post("\(prefix)/billing/webhooks/revenuecat", RevenueCatWebhook.handle)
     }
 
     /// A router with all routes registered.

@@ -18,6 +18,8 @@ public final class RequestContext {
     /// Fields every log line of the current request carries (`request.id`, `http.method`,
     /// `http.path`); reset by `beginRequest`.
     public private(set) var logFields: [String: String] = [:]
+    /// The process logger carrying the current request's id (`request.id`).
+    public private(set) var logger: Logger
     /// Receives failures that became a generic 500, with `logFields` and the error's
     /// debug text. Defaults to one JSON line on stderr until the logger is wired.
     public var reportUnexpectedError: (_ error: any Error, _ fields: [String: String]) -> Void
@@ -29,6 +31,7 @@ public final class RequestContext {
         self.workerIndex = workerIndex
         self.clock = clock
         self.services = services
+        self.logger = services.logger
         self.database = database
         self.databaseProbe = databaseProbe ?? database.map { db in { try db.ping() } }
         self.reportUnexpectedError = reportUnexpectedError
@@ -36,6 +39,7 @@ public final class RequestContext {
 
     /// Called by the worker before routing each request.
     public func beginRequest(_ request: HTTPRequest) {
+        logger = services.logger.with("request.id", .string(request.id))
         logFields = ["request.id": request.id, "http.method": request.method.rawValue,
                      "http.path": request.path, "worker.thread": String(workerIndex)]
     }

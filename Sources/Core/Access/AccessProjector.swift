@@ -1,0 +1,98 @@
+/// Re-folds a user's store access from the inbox and stores the result: the I/O around
+/// the pure `StoreFold`.
+///
+/// Concurrency: the user's `billing_access` row is the lock. The caller's transaction must
+/// run at READ COMMITTED, so that after waiting for the lock the fold reads every event
+/// committed by the transaction it waited for: 50 concurrent events for one user then
+/// serialize here and none is lost.
+public enum AccessProjector {
+    public struct Result: Sendable, Equatable {
+        public var revision: UInt64
+        public var changed: Bool
+        public var projection: StoreProjection
+    }
+
+    public static func refold(userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> Result {
+        let revision = try lockAccessRow(userId: userId, now: now, on: db)
+        let events = try loadEvents(userId: userId, on: db)
+        let projection = StoreFold.fold(events, userId: userId)
+
+        let stored = try db.query("SELECT \(unsafeRaw: SubscriptionState.columns) FROM billing_subscriptions s WHERE s.user_id = \(userId) ORDER BY s.subscription_id")
+            .map { (row) throws(DatabaseError) -> SubscriptionState in try SubscriptionState(row: row) }
+        let changed = stored != projection.subscriptions
+        if changed {
+            try db.execute("DELETE FROM billing_subscriptions WHERE user_id = \(userId)")
+            for subscription in projection.subscriptions { try subscription.insert(userId: userId, on: db) }
+        }
+        let newRevision = changed ? revision + 1 : revision
+        let primary = projection.primary(at: now)
+        let granting = primary?.grantsAccess(at: now) ?? false
+        try db.execute("""
+            UPDATE billing_access SET revision = \(newRevision), tier = \(granting ? (primary?.tier ?? .free).rawValue : Tier.free.rawValue),
+              phase = \((primary?.phase(at: now) ?? .none).rawValue), subscription_id = \(primary?.subscriptionId),
+              product_id = \(primary?.productId), expires_at = \(primary?.expiresAt), will_renew = \(primary?.willRenew ?? false),
+              last_event_at = \(projection.lastEventAt), applied_events = \(projection.appliedEvents), folded_at = \(now),
+              updated_at = IF(\(changed), \(now), updated_at)
+            WHERE user_id = \(userId)
+            """)
+        return Result(revision: newRevision, changed: changed, projection: projection)
+    }
+
+    /// Creates the access row if needed and takes its exclusive lock (held to commit).
+    /// `ON DUPLICATE KEY UPDATE` locks an existing row exclusively at once, where INSERT
+    /// IGNORE + SELECT FOR UPDATE would take a shared lock first and deadlock two callers.
+    @discardableResult
+    static func lockAccessRow(userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> UInt64 {
+        try db.execute("""
+            INSERT INTO billing_access (user_id, revision, updated_at) VALUES (\(userId), 0, \(now))
+            ON DUPLICATE KEY UPDATE user_id = user_id
+            """)
+        guard let row = try db.queryOne("SELECT revision FROM billing_access WHERE user_id = \(userId) FOR UPDATE") else {
+            throw DatabaseError.misuse("billing_access row vanished under its lock")
+        }
+        return try row.uint64("revision")
+    }
+
+    /// The user's applied events, and for each transfer *to* him the sender's events from
+    /// before the transfer (the subscriptions that moved).
+    static func loadEvents(userId: String, on db: DatabaseConnection) throws(DatabaseError) -> [StoreEvent] {
+        let rows = try db.query("""
+            SELECT \(unsafeRaw: EventInbox.columns), p.role FROM billing_event_parties p
+            JOIN billing_events e ON e.id = p.event_id
+            WHERE p.user_id = \(userId) AND e.status = 'applied'
+            """)
+        var events: [StoreEvent] = []
+        var seen = Set<String>()
+        for row in rows {
+            var event = try StoreEvent(row: row)
+            let role = try row.string("role")
+            if event.kind == .transfer {
+                if role == EventInbox.PartyRole.transferFrom.rawValue { event.transferredFrom = [userId] }
+                if role == EventInbox.PartyRole.transferTo.rawValue {
+                    event.transferredTo = [userId]
+                    for inherited in try senderEvents(transferId: try row.uint64("id"), before: event.intrinsicAt, on: db)
+                    where seen.insert(inherited.provider.rawValue + inherited.providerEventId).inserted {
+                        events.append(inherited)
+                    }
+                }
+            }
+            if seen.insert(event.provider.rawValue + event.providerEventId).inserted { events.append(event) }
+        }
+        return events
+    }
+
+    private static func senderEvents(transferId: UInt64, before: Timestamp?, on db: DatabaseConnection) throws(DatabaseError) -> [StoreEvent] {
+        guard let before else { return [] }
+        let senders = try db.query("""
+            SELECT user_id AS id FROM billing_event_parties WHERE event_id = \(transferId) AND role = 'transfer_from'
+            UNION SELECT candidate_id AS id FROM billing_event_user_candidates WHERE event_id = \(transferId) AND role = 'transfer_from'
+            """).map { (row) throws(DatabaseError) -> SQLValue in .string(try row.string("id")) }
+        guard !senders.isEmpty else { return [] }
+        return try db.query("""
+            SELECT \(unsafeRaw: EventInbox.columns) FROM billing_events e
+            WHERE e.kind <> 'transfer' AND e.intrinsic_at < \(before) AND e.status IN ('applied', 'unmatched') AND (
+              e.id IN (SELECT event_id FROM billing_event_parties WHERE role = 'subject' AND user_id IN (\(list: senders)))
+              OR e.id IN (SELECT event_id FROM billing_event_user_candidates WHERE role = 'subject' AND candidate_id IN (\(list: senders))))
+            """).map { (row) throws(DatabaseError) -> StoreEvent in try StoreEvent(row: row) }
+    }
+}

@@ -1,0 +1,115 @@
+/// What `GET /api/v1/billing/access` answers (SPEC §6): the user's effective access at one
+/// instant, from one consistent read. Expiry is judged here, at read time.
+///
+/// Sources other than the store (grants, campaigns) and the plan/quota fields join in their
+/// own features: each adds its `AccessSource`s and fields; `tier` is always the highest
+/// active source.
+public struct AccessSnapshot: Sendable, Equatable {
+    public var userId: String
+    public var revision: UInt64
+    public var serverTime: Timestamp
+    /// Every source of access that is active now, highest tier first.
+    public var sources: [AccessSource]
+    /// The subscription deciding the store tier (or explaining its absence).
+    public var store: SubscriptionState?
+    public var storeCadence: Cadence?
+
+    public struct AccessSource: Sendable, Equatable {
+        public var tier: Tier
+        /// `store`, `grant` or `campaign`.
+        public var kind: String
+        public var expiresAt: Timestamp?
+        public var campaign: String?
+
+        public init(tier: Tier, kind: String, expiresAt: Timestamp?, campaign: String? = nil) {
+            self.tier = tier
+            self.kind = kind
+            self.expiresAt = expiresAt
+            self.campaign = campaign
+        }
+    }
+
+    /// Resolves `projection` at `now`. `cadence` maps a product id to its cadence.
+    public init(userId: String, revision: UInt64, projection: StoreProjection, now: Timestamp,
+                cadence: (String) -> Cadence? = { _ in nil }) {
+        self.userId = userId
+        self.revision = revision
+        self.serverTime = now
+        self.store = projection.primary(at: now)
+        self.storeCadence = store?.productId.flatMap(cadence)
+        var sources: [AccessSource] = []
+        if let store, store.grantsAccess(at: now), let tier = store.tier {
+            sources.append(AccessSource(tier: tier, kind: "store", expiresAt: store.phase == .grace ? (store.graceExpiresAt ?? store.expiresAt) : store.expiresAt))
+        }
+        self.sources = sources
+    }
+
+    /// The effective tier: the highest active source (a grant never demotes a payer).
+    public var tier: Tier { sources.map(\.tier).max() ?? .free }
+
+    /// The source deciding `tier`: the first among equals in `sources` order (store first).
+    public var source: String { sources.first { $0.tier == tier }?.kind ?? "none" }
+
+    /// The store phase when the store decides or nothing does; `active` for an operator source.
+    public var phase: AccessPhase {
+        if let store, source == "store" || source == "none" { return store.phase(at: serverTime) }
+        return source == "none" ? .none : .active
+    }
+
+    public var json: JSON {
+        var object: JSONObject = [
+            "userId": .string(userId),
+            "tier": .string(tier.rawValue),
+            "phase": .string(phase.rawValue),
+            "source": .string(source),
+            "sources": .array(sources.map { s in
+                ["tier": .string(s.tier.rawValue), "kind": .string(s.kind), "expiresAt": JSON(s.expiresAt?.iso8601),
+                 "campaign": JSON(s.campaign)]
+            }),
+        ]
+        if let store {
+            object["store"] = [
+                "productId": JSON(store.productId),
+                "cadence": JSON(storeCadence?.rawValue),
+                "platform": JSON(store.platform),
+                "environment": .string(store.environment.rawValue),
+                "expiresAt": JSON(store.expiresAt?.iso8601),
+                "willRenew": .bool(store.willRenew && store.grantsAccess(at: serverTime)),
+            ]
+        } else {
+            object["store"] = .null
+        }
+        let inTrial = store.map { $0.inTrialPeriod && $0.grantsAccess(at: serverTime) && ($0.phase == .trial || $0.phase == .canceled) } ?? false
+        object["trial"] = inTrial ? ["startsAt": JSON(store?.trialStartsAt?.iso8601), "endsAt": JSON(store?.trialEndsAt?.iso8601)] : .null
+        object["graceExpiresAt"] = store?.phase(at: serverTime) == .grace ? JSON(store?.graceExpiresAt?.iso8601) : .null
+        if let pending = store?.pendingChange, store?.grantsAccess(at: serverTime) == true {
+            object["pendingChange"] = ["productId": .string(pending.productId), "tier": JSON(pending.tier?.rawValue),
+                                       "effectiveAt": JSON(pending.effectiveAt?.iso8601)]
+        } else {
+            object["pendingChange"] = .null
+        }
+        object["revision"] = .int(Int64(revision))
+        object["serverTime"] = .string(serverTime.iso8601)
+        return .object(object)
+    }
+}
+
+extension AccessSnapshot {
+    /// Reads the user's projection in one statement (one consistent read); nil when the
+    /// user has no access row yet (not known).
+    public static func load(userId: String, now: Timestamp, cadence: (String) -> Cadence?,
+                            on db: DatabaseConnection) throws(DatabaseError) -> AccessSnapshot? {
+        let rows = try db.query("""
+            SELECT a.revision, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
+            LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
+            WHERE a.user_id = \(userId)
+            """)
+        guard let first = rows.first else { return nil }
+        var subscriptions: [SubscriptionState] = []
+        for row in rows where !row["subscription_id"].isNull {
+            subscriptions.append(try SubscriptionState(row: row))
+        }
+        return AccessSnapshot(userId: userId, revision: try first.uint64("revision"),
+                              projection: StoreProjection(subscriptions: subscriptions), now: now, cadence: cadence)
+    }
+}

@@ -1,0 +1,87 @@
+/// Every provider's delivery goes through here: recorded once in the inbox, attached to
+/// the known users it concerns, and folded into their access — all in one transaction, so
+/// an acknowledged delivery is a committed one.
+public enum EventIngestion {
+    public struct Outcome: Sendable, Equatable {
+        public var duplicate: Bool
+        public var status: EventInbox.Status?
+        public var eventId: UInt64?
+        /// Users whose access was re-folded.
+        public var users: [String]
+
+        public var json: JSON {
+            if duplicate { return ["duplicate": true] }
+            return ["duplicate": false, "status": JSON(status?.rawValue), "eventId": eventId.map { .int(Int64($0)) } ?? .null]
+        }
+    }
+
+    /// - Parameter subjectCandidates: ids that may name the buyer, in preference order,
+    ///   already filtered by `users.idPattern`.
+    public static func ingest(_ event: StoreEvent, payload: JSON, subjectCandidates: [String], now: Timestamp,
+                              on db: DatabaseConnection) throws -> Outcome {
+        let outcome = try db.transaction(retries: 3, isolation: .readCommitted) { db -> Outcome in
+            try record(event, payload: payload, subjectCandidates: subjectCandidates, now: now, on: db)
+        }
+        // A user who became known between our lookup and our commit has already looked for
+        // his unmatched events and not seen this one: claim it for him now (idempotent).
+        if outcome.status == .unmatched {
+            let candidates = subjectCandidates + event.transferredFrom + event.transferredTo
+            let known = try db.transaction { db in try UserDirectory.knownUsers(candidates, on: db) }
+            for userId in known.sorted() { try UserDirectory.claimUnmatched(userId, now: now, on: db) }
+        }
+        return outcome
+    }
+
+    private static func record(_ event: StoreEvent, payload: JSON, subjectCandidates: [String], now: Timestamp,
+                               on db: DatabaseConnection) throws(DatabaseError) -> Outcome {
+        let everyone = subjectCandidates + event.transferredFrom + event.transferredTo
+        let known = try UserDirectory.knownUsers(everyone, on: db)
+        let subject = subjectCandidates.first(where: known.contains)
+        let senders = event.transferredFrom.filter(known.contains)
+        let receivers = event.transferredTo.filter(known.contains)
+
+        let status: EventInbox.Status
+        var reason: String?
+        var owner: String?
+        if !event.isApplicable {
+            status = .ignored
+            reason = event.kind == .test ? "test" : event.kind == .unknown ? "unknown_type" : "no_timestamp"
+            owner = subject
+        } else if event.kind == .transfer {
+            owner = receivers.first ?? senders.first
+            status = owner == nil ? .unmatched : .applied
+        } else {
+            owner = subject
+            status = subject == nil ? .unmatched : .applied
+        }
+
+        guard let eventId = try EventInbox.insert(event, payload: payload, userId: status == .unmatched ? nil : owner,
+                                                  status: status, statusReason: reason, receivedAt: now, on: db) else {
+            return Outcome(duplicate: true, status: nil, eventId: nil, users: [])
+        }
+
+        var folded: [String] = []
+        switch status {
+        case .applied where event.kind == .transfer:
+            for user in senders { try EventInbox.addParty(eventId: eventId, userId: user, role: .transferFrom, on: db) }
+            for user in receivers { try EventInbox.addParty(eventId: eventId, userId: user, role: .transferTo, on: db) }
+            try EventInbox.addCandidates(eventId: eventId, ids: event.transferredFrom.filter { !known.contains($0) }, role: .transferFrom, on: db)
+            try EventInbox.addCandidates(eventId: eventId, ids: event.transferredTo.filter { !known.contains($0) }, role: .transferTo, on: db)
+            folded = Array(Set(senders + receivers)).sorted()  // one lock order for every caller
+        case .applied:
+            try EventInbox.addParty(eventId: eventId, userId: subject!, role: .subject, on: db)
+            folded = [subject!]
+        case .unmatched:
+            if event.kind == .transfer {
+                try EventInbox.addCandidates(eventId: eventId, ids: event.transferredFrom, role: .transferFrom, on: db)
+                try EventInbox.addCandidates(eventId: eventId, ids: event.transferredTo, role: .transferTo, on: db)
+            } else {
+                try EventInbox.addCandidates(eventId: eventId, ids: subjectCandidates, role: .subject, on: db)
+            }
+        case .ignored, .failed:
+            break
+        }
+        for user in folded { _ = try AccessProjector.refold(userId: user, now: now, on: db) }
+        return Outcome(duplicate: false, status: status, eventId: eventId, users: folded)
+    }
+}

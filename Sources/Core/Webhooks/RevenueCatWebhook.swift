@@ -1,0 +1,34 @@
+/// `POST /api/v1/billing/webhooks/revenuecat` (SPEC §5, seeds/000).
+///
+/// The whole `Authorization` header must equal `revenuecat.webhookSecret` byte for byte
+/// (compared in constant time; `previousWebhookSecret` too while rotating): no scheme
+/// parsing. Unset secret → 501; mismatch → 401 with nothing written. The 200 is sent only
+/// after the inbox row and its projection committed; a database outage is a 503, which
+/// RevenueCat retries.
+public enum RevenueCatWebhook {
+    public static func handle(_ request: HTTPRequest, _ context: RequestContext) throws -> HTTPResponse {
+        let settings = context.services.configuration.revenuecat
+        guard let secret = settings.webhookSecret, !secret.isEmpty else {
+            throw APIError.notConfigured("the RevenueCat webhook is not configured (revenuecat.webhookSecret)")
+        }
+        let presented = request.headers["Authorization"] ?? ""
+        // Both comparisons always run, so timing does not tell which secret matched.
+        let current = constantTimeEquals(presented, secret)
+        let previous = settings.previousWebhookSecret.map { !$0.isEmpty && constantTimeEquals(presented, $0) } ?? false
+        guard current || previous else {
+            context.logger.warning("webhook refused", ["webhook.provider": "revenuecat", "webhook.reason": "bad_secret"])
+            throw APIError.unauthorized("the Authorization header does not match the configured webhook secret", code: "bad_secret")
+        }
+
+        let body = try request.jsonBody(limits: JSONLimits(maxBytes: context.services.configuration.server.maxBodyBytes, maxDepth: 32))
+        let delivery = try RevenueCatDelivery.decode(body, tiers: context.services.tiers, idPattern: context.services.idPattern)
+        let outcome = try EventIngestion.ingest(delivery.event, payload: delivery.payload, subjectCandidates: delivery.userCandidates,
+                                                now: context.clock.now(), on: try context.requireDatabase())
+        context.logger.info("webhook ingested", [
+            "webhook.provider": "revenuecat", "event.type": .string(delivery.event.rawType),
+            "event.outcome": .string(outcome.duplicate ? "duplicate" : outcome.status?.rawValue ?? "unknown"),
+            "event.id": outcome.eventId.map { .int(Int64($0)) } ?? .null,
+        ])
+        return .json(.ok, outcome.json)
+    }
+}
