@@ -25,6 +25,17 @@ stack_defaults() {
 }
 
 say() { printf '==> %s\n' "$*" >&2; }
+
+# poll SECONDS CMD...: runs CMD every 0.1 s until it succeeds (0) or SECONDS pass (1).
+poll() {
+    local seconds=$1 i
+    shift
+    for ((i = 0; i < seconds * 10; i++)); do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    return 1
+}
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # ---------------------------------------------------------------- packages and build
@@ -139,13 +150,7 @@ db_start() {
         --skip-name-resolve --default-time-zone=+00:00 --max-connections=500 \
         --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=1 \
         </dev/null >/dev/null 2>&1 &
-    local i
-    for ((i = 0; i < 300; i++)); do
-        if mariadb-admin --no-defaults --protocol=socket -S "$DB_SOCKET" -uroot ping >/dev/null 2>&1; then
-            return 0
-        fi
-        sleep 0.1
-    done
+    poll 30 mariadb-admin --no-defaults --protocol=socket -S "$DB_SOCKET" -uroot ping && return 0
     tail -n 30 "$LOG_DIR/mariadb.log" >&2 2>/dev/null
     die "MariaDB did not start within 30s (log: $LOG_DIR/mariadb.log)"
 }
@@ -319,11 +324,7 @@ nginx_start() {
     fi
     say "starting nginx on 127.0.0.1:$BILLING_HTTP_PORT"
     nginx_cmd || die "nginx did not start (log: $LOG_DIR/nginx-error.log)"
-    local i
-    for ((i = 0; i < 100; i++)); do
-        curl -fsS -o /dev/null "http://127.0.0.1:$BILLING_HTTP_PORT/_static" 2>/dev/null && return 0
-        sleep 0.1
-    done
+    poll 10 curl -fsS -o /dev/null "http://127.0.0.1:$BILLING_HTTP_PORT/_static" && return 0
     tail -n 20 "$LOG_DIR/nginx-error.log" >&2 2>/dev/null
     die "nginx is not answering on 127.0.0.1:$BILLING_HTTP_PORT"
 }
