@@ -6,15 +6,15 @@ public enum AccessRoute {
         let now = context.clock.now()
         let catalog = context.services.configuration.products
         let cadence: (String) -> Cadence? = { catalog[$0]?.cadence ?? Cadence.inferred(fromProductId: $0) }
-        if let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db) {
-            return snapshotResponse(snapshot)
+        var snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db)
+        if snapshot == nil {
+            // First valid request of this user: he becomes known, and whatever the stores
+            // sent for him before folds in now.
+            try UserDirectory.ensureKnown(userId, source: .token, createdAt: now, now: now, on: db)
+            snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db)
         }
-        // First valid request of this user: he becomes known, and whatever the stores sent
-        // for him before folds in now.
-        try UserDirectory.ensureKnown(userId, source: .token, createdAt: now, now: now, on: db)
-        guard let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db) else {
-            throw APIError.unavailable()
-        }
+        guard var snapshot else { throw APIError.unavailable() }
+        snapshot.quota = try QuotaService.status(for: snapshot, services: context.services, on: db)
         return snapshotResponse(snapshot)
     }
 

@@ -13,6 +13,10 @@ public struct AccessSnapshot: Sendable, Equatable {
     /// The subscription deciding the store tier (or explaining its absence).
     public var store: SubscriptionState?
     public var storeCadence: Cadence?
+    /// The user's sign-up: quota windows are anchored there.
+    public var userCreatedAt: Timestamp?
+    /// Plan version, capabilities, balances and enforcement (`QuotaService.status`).
+    public var quota: QuotaStatus?
 
     public struct AccessSource: Sendable, Equatable {
         public var tier: Tier
@@ -88,6 +92,12 @@ public struct AccessSnapshot: Sendable, Equatable {
         } else {
             object["pendingChange"] = .null
         }
+        if let quota {
+            object["planVersion"] = .int(Int64(quota.planVersion))
+            object["capabilities"] = .array(quota.capabilities.map(JSON.string))
+            object["balances"] = .object(JSONObject(quota.balances.map { ($0.meter, $0.json) }))
+            object["enforcement"] = .string(quota.enforcement.rawValue)
+        }
         object["revision"] = .int(Int64(revision))
         object["serverTime"] = .string(serverTime.iso8601)
         return .object(object)
@@ -100,7 +110,8 @@ extension AccessSnapshot {
     public static func load(userId: String, now: Timestamp, cadence: (String) -> Cadence?,
                             on db: DatabaseConnection) throws(DatabaseError) -> AccessSnapshot? {
         let rows = try db.query("""
-            SELECT a.revision, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
+            SELECT a.revision, u.created_at AS user_created_at, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
+            JOIN billing_users u ON u.id = a.user_id
             LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
             WHERE a.user_id = \(userId)
             """)
@@ -109,7 +120,9 @@ extension AccessSnapshot {
         for row in rows where !row["subscription_id"].isNull {
             subscriptions.append(try SubscriptionState(row: row))
         }
-        return AccessSnapshot(userId: userId, revision: try first.uint64("revision"),
-                              projection: StoreProjection(subscriptions: subscriptions), now: now, cadence: cadence)
+        var snapshot = AccessSnapshot(userId: userId, revision: try first.uint64("revision"),
+                                      projection: StoreProjection(subscriptions: subscriptions), now: now, cadence: cadence)
+        snapshot.userCreatedAt = try first.timestamp("user_created_at")
+        return snapshot
     }
 }

@@ -29,6 +29,13 @@ public enum UserDirectory {
         return created
     }
 
+    /// `ensureKnown` for a token-authenticated user, skipped with one indexed read when he
+    /// already is.
+    public static func ensureKnownIfNeeded(_ userId: String, now: Timestamp, on db: DatabaseConnection) throws {
+        if try db.queryOne("SELECT 1 AS known FROM billing_access WHERE user_id = \(userId)") != nil { return }
+        try ensureKnown(userId, source: .token, createdAt: now, now: now, on: db)
+    }
+
     /// Attaches the unmatched events naming `userId` to him and re-folds him, in one
     /// transaction. Idempotent: both the user's creation and a webhook that stored an
     /// unmatched event call it after their commit, so whichever commits last finds the other.

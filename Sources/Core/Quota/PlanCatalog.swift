@@ -1,0 +1,64 @@
+import Synchronization
+
+/// A published contract with its number and the instant it took effect.
+public struct PublishedPlan: Sendable, Equatable {
+    public var version: Int
+    public var contract: PlanContract
+    public var publishedAt: Timestamp
+}
+
+/// The plan versions, cached per process for at most `ttlMilliseconds` (they only ever
+/// gain rows, so a short TTL is all the invalidation needed across worker processes).
+public final class PlanCatalog: Sendable {
+    private struct Cache {
+        var loadedAt: Int64
+        var plans: [PublishedPlan]
+    }
+
+    private let cache = Mutex<Cache?>(nil)
+    public let ttlMilliseconds: Int64
+
+    public init(ttlMilliseconds: Int64 = 1000) { self.ttlMilliseconds = ttlMilliseconds }
+
+    /// All versions, oldest first (at least version 1, shipped by migration 006).
+    public func plans(on db: DatabaseConnection) throws -> [PublishedPlan] {
+        let now = monotonicMilliseconds()
+        if let cached = cache.withLock({ $0 }), now - cached.loadedAt < ttlMilliseconds { return cached.plans }
+        var plans: [PublishedPlan] = []
+        for row in try db.query("SELECT version, contract, published_at FROM plan_versions ORDER BY version") {
+            plans.append(PublishedPlan(version: try row.int("version"), contract: try PlanContract(json: try row.json("contract")),
+                                       publishedAt: try row.timestamp("published_at")))
+        }
+        guard !plans.isEmpty else { throw DatabaseError.misuse("plan_versions is empty: migration 006 not applied") }
+        cache.withLock { $0 = Cache(loadedAt: now, plans: plans) }
+        return plans
+    }
+
+    public func invalidate() { cache.withLock { $0 = nil } }
+
+    /// The version in effect at `instant`: the newest published at or before it (the
+    /// oldest when `instant` predates them all). Windows use the version of their start,
+    /// so a new version applies to new windows and never rewrites a running one.
+    public static func plan(in plans: [PublishedPlan], at instant: Timestamp) -> PublishedPlan {
+        plans.last { $0.publishedAt <= instant } ?? plans[0]
+    }
+}
+
+/// The enforcement flag (`billing_flags`, set by `flags.set`), cached for at most a second
+/// per process so a change reaches every worker within a second.
+public final class EnforcementFlag: Sendable {
+    private let cache = Mutex<(loadedAt: Int64, value: Enforcement)?>(nil)
+
+    public init() {}
+
+    public func current(on db: DatabaseConnection) throws -> Enforcement {
+        let now = monotonicMilliseconds()
+        if let cached = cache.withLock({ $0 }), now - cached.loadedAt < 1000 { return cached.value }
+        let row = try db.queryOne("SELECT value FROM billing_flags WHERE name = 'enforcement'")
+        let value = try row.flatMap { Enforcement(rawValue: try $0.string("value")) } ?? .observe
+        cache.withLock { $0 = (now, value) }
+        return value
+    }
+
+    public func invalidate() { cache.withLock { $0 = nil } }
+}

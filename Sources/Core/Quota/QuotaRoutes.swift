@@ -1,0 +1,46 @@
+/// `POST /api/v1/billing/usage` and `GET /api/v1/billing/plans`.
+public enum QuotaRoutes {
+    /// `{meter, amount, idempotencyKey}` with a Bearer ID token. The same key answers the
+    /// first answer again and never counts twice; enforce mode answers 402
+    /// `{"error": {"code": "quota_exceeded", "meter", "placement", ...}}` and records nothing.
+    public static func usage(_ request: HTTPRequest, _ context: RequestContext) throws -> HTTPResponse {
+        let userId = try context.authenticatedUser(request)
+        let body = try request.jsonBody(limits: JSONLimits(maxBytes: 16_384, maxDepth: 8))
+        let reader = try PayloadReader(body, path: "")
+        let meter = try reader.requiredString("meter", maxLength: 64)
+        let key = try reader.requiredString("idempotencyKey", maxLength: 128)
+        guard let amountValue = reader.value("amount") else { throw PayloadError("amount", "required integer") }
+        guard let amount = amountValue.int64Value, (1...1_000_000).contains(amount) else {
+            throw PayloadError("amount", "expected an integer in 1...1000000")
+        }
+        let db = try context.requireDatabase()
+        let now = context.clock.now()
+        let plans = try context.services.plans.plans(on: db)
+        guard PlanCatalog.plan(in: plans, at: now).contract.meterNames.contains(meter) else {
+            throw PayloadError("meter", "unknown meter (GET /api/v1/billing/plans lists them)")
+        }
+        try UserDirectory.ensureKnownIfNeeded(userId, now: now, on: db)
+        switch try QuotaService.consume(userId: userId, meter: meter, amount: amount, idempotencyKey: key, now: now,
+                                        services: context.services, on: db) {
+        case .recorded(let answer):
+            return .json(.ok, answer)
+        case .refused(let meter, let placement, let balance):
+            context.logger.info("usage refused", ["usage.meter": .string(meter), "usage.outcome": "quota_exceeded"])
+            return .json(.paymentRequired, ["error": [
+                "code": "quota_exceeded", "message": .string("the \(meter) allowance of this window is used up"),
+                "meter": .string(meter), "placement": JSON(placement), "balance": balance.json,
+            ]])
+        }
+    }
+
+    /// The plan contract in force (public, cacheable), for paywall copy.
+    public static func plans(_ request: HTTPRequest, _ context: RequestContext) throws -> HTTPResponse {
+        let db = try context.requireDatabase()
+        let plan = PlanCatalog.plan(in: try context.services.plans.plans(on: db), at: context.clock.now())
+        var response = HTTPResponse.json(.ok, ["planVersion": .int(Int64(plan.version)),
+                                               "publishedAt": .string(plan.publishedAt.iso8601), "contract": plan.contract.json])
+        response.headers["Cache-Control"] = "public, max-age=60"
+        response.headers["ETag"] = "\"plan-v\(plan.version)\""
+        return response
+    }
+}

@@ -1,0 +1,150 @@
+/// What the plan allows a user right now, and consuming it (SPEC §7).
+public struct QuotaStatus: Sendable, Equatable {
+    public var planVersion: Int
+    public var planTier: PlanContract.PlanTier
+    public var capabilities: [String]
+    public var balances: [MeterBalance]
+    public var enforcement: Enforcement
+}
+
+public enum QuotaService {
+    /// The plan tier deciding limits: `trial` while a store trial decides access (one
+    /// recurring credit for the whole trial), else the effective tier.
+    public static func planTier(of snapshot: AccessSnapshot) -> PlanContract.PlanTier {
+        if snapshot.source == "store", let store = snapshot.store, store.inTrialPeriod,
+           store.phase(at: snapshot.serverTime) == .trial || store.phase(at: snapshot.serverTime) == .canceled {
+            return .trial
+        }
+        switch snapshot.tier {
+        case .free: return .free
+        case .plus: return .plus
+        case .pro: return .pro
+        }
+    }
+
+    /// The meter definitions in force for `planTier` at `now`, each with its window and the
+    /// version in effect at that window's start.
+    static func meters(planTier: PlanContract.PlanTier, plans: [PublishedPlan], anchor: Timestamp, now: Timestamp,
+                       trial: (start: Timestamp, end: Timestamp)?) -> [(name: String, meter: PlanContract.Meter, window: QuotaWindow, version: Int)] {
+        let current = PlanCatalog.plan(in: plans, at: now)
+        var result: [(String, PlanContract.Meter, QuotaWindow, Int)] = []
+        for name in current.contract.meterNames {
+            guard var meter = current.contract.tiers[planTier]?.meters[name] else { continue }
+            var version = current.version
+            var window = QuotaWindow.current(meter.window, anchor: anchor, now: now, trial: trial)
+            let atStart = PlanCatalog.plan(in: plans, at: window.start)
+            if atStart.version != current.version, let older = atStart.contract.tiers[planTier]?.meters[name] {
+                meter = older
+                version = atStart.version
+                window = QuotaWindow.current(meter.window, anchor: anchor, now: now, trial: trial)
+            }
+            result.append((name, meter, window, version))
+        }
+        return result
+    }
+
+    private static func trialWindow(_ snapshot: AccessSnapshot) -> (start: Timestamp, end: Timestamp)? {
+        guard let start = snapshot.store?.trialStartsAt, let end = snapshot.store?.trialEndsAt, end > start else { return nil }
+        return (start, end)
+    }
+
+    /// Plan version, capabilities and every meter's balance for the snapshot's user.
+    public static func status(for snapshot: AccessSnapshot, services: BillingServices, on db: DatabaseConnection) throws -> QuotaStatus {
+        let plans = try services.plans.plans(on: db)
+        let planTier = planTier(of: snapshot)
+        let now = snapshot.serverTime
+        let current = PlanCatalog.plan(in: plans, at: now)
+        let meters = meters(planTier: planTier, plans: plans, anchor: snapshot.userCreatedAt ?? now, now: now,
+                            trial: trialWindow(snapshot))
+        let used = try usage(userId: snapshot.userId, windows: meters.map { ($0.name, $0.window) }, on: db)
+        return QuotaStatus(planVersion: current.version, planTier: planTier,
+                           capabilities: current.contract.tiers[planTier]?.capabilities ?? [],
+                           balances: meters.map { MeterBalance(meter: $0.name, limit: $0.meter.limit, used: used[$0.name] ?? 0, window: $0.window) },
+                           enforcement: try services.enforcement.current(on: db))
+    }
+
+    /// Units used per meter, each within its own window, in one query.
+    static func usage(userId: String, windows: [(meter: String, window: QuotaWindow)], on db: DatabaseConnection) throws(DatabaseError) -> [String: Int64] {
+        guard !windows.isEmpty else { return [:] }
+        var condition: SQLQuery = ""
+        for (index, entry) in windows.enumerated() {
+            if index > 0 { condition.append(" OR ") }
+            condition.append("(meter = \(entry.meter) AND created_at >= \(entry.window.start) AND created_at < \(entry.window.end))")
+        }
+        let rows = try db.query("""
+            SELECT meter, CAST(SUM(amount) AS SIGNED) AS used FROM usage_ledger
+            WHERE user_id = \(userId) AND (\(condition)) GROUP BY meter
+            """)
+        var result: [String: Int64] = [:]
+        for row in rows { result[try row.string("meter")] = try row.int64("used") }
+        return result
+    }
+
+    /// The outcome of `POST /billing/usage`.
+    public enum Consumption: Sendable, Equatable {
+        /// Recorded (or recorded earlier under the same key): the answer to send.
+        case recorded(JSON)
+        /// Refused in enforce mode; nothing was recorded.
+        case refused(meter: String, placement: String?, balance: MeterBalance)
+    }
+
+    /// Records `amount` of `meter` for `userId` once per `idempotencyKey`. The user's access
+    /// row lock serializes his consumptions, so in enforce mode concurrent consumers of the
+    /// last unit cannot both succeed.
+    public static func consume(userId: String, meter: String, amount: Int64, idempotencyKey: String, now: Timestamp,
+                               services: BillingServices, on db: DatabaseConnection) throws -> Consumption {
+        try db.transaction(retries: 3, isolation: .readCommitted) { db -> Consumption in
+            if let replay = try previous(userId: userId, meter: meter, key: idempotencyKey, amount: amount, on: db) {
+                return .recorded(replay)
+            }
+            try AccessProjector.lockAccessRow(userId: userId, now: now, on: db)
+            // A request with the same key may have committed while we waited for the lock.
+            if let replay = try previous(userId: userId, meter: meter, key: idempotencyKey, amount: amount, on: db) {
+                return .recorded(replay)
+            }
+            let catalog = services.configuration.products
+            guard let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: { catalog[$0]?.cadence }, on: db) else {
+                throw APIError.unavailable()
+            }
+            let plans = try services.plans.plans(on: db)
+            let planTier = planTier(of: snapshot)
+            let meters = meters(planTier: planTier, plans: plans, anchor: snapshot.userCreatedAt ?? now, now: now,
+                                trial: trialWindow(snapshot))
+            let definition = meters.first { $0.name == meter }
+            let window = definition?.window ?? QuotaWindow.current(.days(1), anchor: snapshot.userCreatedAt ?? now, now: now, trial: nil)
+            let used = try usage(userId: userId, windows: [(meter, window)], on: db)[meter] ?? 0
+            // A meter the contract knows but this tier lacks has a limit of 0.
+            let balance = MeterBalance(meter: meter, limit: definition == nil ? 0 : definition!.meter.limit, used: used, window: window)
+            let enforcement = try services.enforcement.current(on: db)
+            let over = !balance.allows(amount)
+            if over && enforcement == .enforce {
+                return .refused(meter: meter, placement: definition?.meter.placement, balance: balance)
+            }
+            var after = balance
+            after.used += amount
+            let version = definition?.version ?? PlanCatalog.plan(in: plans, at: now).version
+            let response: JSON = [
+                "recorded": true, "meter": .string(meter), "amount": .int(amount), "idempotencyKey": .string(idempotencyKey),
+                "overLimit": .bool(over), "enforcement": .string(enforcement.rawValue), "planVersion": .int(Int64(version)),
+                "balance": after.json,
+            ]
+            try db.execute("""
+                INSERT INTO usage_ledger (user_id, meter, amount, idempotency_key, created_at, plan_version, plan_tier,
+                  window_start, window_end, limit_at_consumption, over_limit, response)
+                VALUES (\(userId), \(meter), \(amount), \(idempotencyKey), \(max(now, window.start)), \(version), \(planTier.rawValue),
+                  \(window.start), \(window.end), \(balance.limit), \(over), \(response))
+                """)
+            return .recorded(response)
+        }
+    }
+
+    private static func previous(userId: String, meter: String, key: String, amount: Int64, on db: DatabaseConnection) throws -> JSON? {
+        guard let row = try db.queryOne("""
+            SELECT amount, response FROM usage_ledger WHERE user_id = \(userId) AND meter = \(meter) AND idempotency_key = \(key)
+            """) else { return nil }
+        guard try row.int64("amount") == amount else {
+            throw APIError.conflict("idempotencyKey was already used with a different amount", code: "idempotency_conflict")
+        }
+        return try row.json("response")
+    }
+}
