@@ -41,6 +41,13 @@ public struct MeterBalance: Sendable, Equatable {
     public var used: Int64
     public var window: QuotaWindow
 
+    public init(meter: String, limit: Int64?, used: Int64, window: QuotaWindow) {
+        self.meter = meter
+        self.limit = limit
+        self.used = used
+        self.window = window
+    }
+
     public var remaining: Int64? { limit.map { max(0, $0 - used) } }
 
     /// Whether consuming `amount` more stays within the limit.
