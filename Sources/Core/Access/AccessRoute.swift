@@ -6,15 +6,18 @@ public enum AccessRoute {
         let now = context.clock.now()
         let catalog = context.services.configuration.products
         let cadence: (String) -> Cadence? = { catalog[$0]?.cadence ?? Cadence.inferred(fromProductId: $0) }
-        if let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db) {
+        let enforcement = context.services.flags.current(on: db).enforcement
+        if var snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db) {
+            snapshot.enforcement = enforcement
             return snapshotResponse(snapshot)
         }
         // First valid request of this user: he becomes known, and whatever the stores sent
         // for him before folds in now.
         try UserDirectory.ensureKnown(userId, source: .token, createdAt: now, now: now, on: db)
-        guard let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db) else {
+        guard var snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db) else {
             throw APIError.unavailable()
         }
+        snapshot.enforcement = enforcement
         return snapshotResponse(snapshot)
     }
 

@@ -9,6 +9,8 @@ public final class BillingServices: Sendable {
     public let tiers: TierResolver
     /// nil when `auth.keysFile` is not configured: authenticated routes then answer 501.
     public let tokenVerifier: IDTokenVerifier?
+    /// Runtime flags from `billing_flags`, cached for at most a second.
+    public let flags = FlagCache()
 
     /// Builds everything the configuration names; a key file that cannot be read is a
     /// start-up error, not a per-request one.
