@@ -92,9 +92,12 @@ extension RPCMethodRegistry {
                 }
                 var summary = stored.json(at: now).objectValue ?? [:]
                 summary["members"] = .int(Int64(try db.queryOne("SELECT COUNT(*) AS n FROM billing_campaign_members WHERE campaign = \(campaign)")?.int("n") ?? 0))
-                summary["auditedMembers"] = .int(Int64(try db.queryOne("""
-                    SELECT COUNT(DISTINCT target_user_id) AS n FROM audit_log WHERE action = 'grandfather.apply' AND campaign = \(campaign)
-                    """)?.int("n") ?? 0))
+                let audited = try db.queryOne("""
+                    SELECT COUNT(*) AS entries, COUNT(DISTINCT target_user_id) AS users FROM audit_log
+                    WHERE action = 'grandfather.apply' AND campaign = \(campaign)
+                    """)
+                summary["auditEntries"] = .int(Int64(try audited?.int("entries") ?? 0))
+                summary["auditedMembers"] = .int(Int64(try audited?.int("users") ?? 0))
                 result["campaign"] = .object(summary)
             }
             return .object(result)
