@@ -68,39 +68,3 @@ CREATE TRIGGER usage_ledger_no_update BEFORE UPDATE ON usage_ledger FOR EACH ROW
 
 CREATE TRIGGER usage_ledger_no_delete BEFORE DELETE ON usage_ledger FOR EACH ROW
   SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'usage_ledger rows are immutable';
-
-CREATE TABLE IF NOT EXISTS billing_flags (
-  name VARCHAR(64) NOT NULL
-    COMMENT 'Flag name, e.g. enforcement',
-  value VARCHAR(255) NOT NULL
-    COMMENT 'Flag value, e.g. observe or enforce',
-  updated_at DATETIME(3) NOT NULL
-    COMMENT 'Last change (UTC)',
-  updated_by VARCHAR(128) NOT NULL
-    COMMENT 'Operator (actor) of the last change',
-  PRIMARY KEY (name)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
-  COMMENT='Runtime flags every worker reads (cached at most one second)';
-
-INSERT IGNORE INTO billing_flags (name, value, updated_at, updated_by)
-VALUES ('enforcement', 'observe', '2000-01-01 00:00:00.000', 'migration 006');
-
-CREATE TABLE IF NOT EXISTS audit_log (
-  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT
-    COMMENT 'Audit sequence',
-  actor VARCHAR(128) NOT NULL
-    COMMENT 'Operator who made the change (the actor param of the admin call)',
-  action VARCHAR(64) NOT NULL
-    COMMENT 'What was done: the admin method, e.g. plans.publish, grants.create',
-  target_user_id VARCHAR(128) NULL
-    COMMENT 'The user it concerns, when one',
-  detail LONGTEXT NOT NULL
-    COMMENT 'JSON detail of the change (ids, params); never secrets',
-  created_at DATETIME(3) NOT NULL
-    COMMENT 'When (UTC)',
-  PRIMARY KEY (id),
-  KEY audit_log_user (target_user_id, created_at),
-  KEY audit_log_action (action, created_at),
-  CONSTRAINT audit_log_detail_json CHECK (JSON_VALID(detail))
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
-  COMMENT='Every operator mutation: who, what, to whom, when';

@@ -237,11 +237,13 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
 
     @Test func invalidParamsArePrecise() {
         let wrongType = reply(#"{"jsonrpc":"2.0","method":"subtract","params":{"minuend":"42","subtrahend":1},"id":1}"#)
-        #expect(wrongType?["error"] == json(#"{"code":-32602,"message":"Invalid params: \"minuend\" must be an integer, got string"}"#))
+        #expect(wrongType?["error"] == json(#"{"code":-32602,"message":"Invalid params: \"minuend\" must be an integer, got string","data":{"field":"minuend"}}"#))
         let missing = reply(#"{"jsonrpc":"2.0","method":"subtract","params":{"minuend":42},"id":2}"#)
         #expect(missing?["error"]?["message"] == #"Invalid params: "subtrahend" is required"#)
         let unknown = reply(#"{"jsonrpc":"2.0","method":"subtract","params":{"minuend":4,"subtrahend":1,"subtrahends":1},"id":3}"#)
         #expect(unknown?["error"]?["message"]?.stringValue?.contains("unknown parameter \"subtrahends\"") == true)
+        #expect(unknown?["error"]?["data"] == ["field": "subtrahends"])
+        #expect(missing?["error"]?["data"] == ["field": "subtrahend"])
         #expect(reply(#"{"jsonrpc":"2.0","method":"sum","params":[1,"2"],"id":4}"#)?["error"]?["code"] == -32602)
     }
 
@@ -340,11 +342,11 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
     }
 
     @Test func failuresNameTheParameter() {
-        #expect(throws: RPCError.invalidParams("\"note\" is required")) { try params.requireString("note") }
-        #expect(throws: RPCError.invalidParams("\"limit\" must be between 1 and 5")) { try params.requireInt("limit", in: 1...5) }
-        #expect(throws: RPCError.invalidParams("\"tier\" must be one of \"plus\"")) { try params.requireString("tier", oneOf: ["plus"]) }
-        #expect(throws: RPCError.invalidParams("\"userId\" must be at most 1 characters")) { try params.requireString("userId", maxLength: 1) }
-        #expect(throws: RPCError.invalidParams("\"userId\" must be a boolean, got string")) { try params.requireBool("userId") }
+        #expect(throws: RPCError.invalidParams("\"note\" is required", field: "note")) { try params.requireString("note") }
+        #expect(throws: RPCError.invalidParams("\"limit\" must be between 1 and 5", field: "limit")) { try params.requireInt("limit", in: 1...5) }
+        #expect(throws: RPCError.invalidParams("\"tier\" must be one of \"plus\"", field: "tier")) { try params.requireString("tier", oneOf: ["plus"]) }
+        #expect(throws: RPCError.invalidParams("\"userId\" must be at most 1 characters", field: "userId")) { try params.requireString("userId", maxLength: 1) }
+        #expect(throws: RPCError.invalidParams("\"userId\" must be a boolean, got string", field: "userId")) { try params.requireBool("userId") }
         #expect(throws: RPCError.self) { try params.requireTimestamp("userId") }
         #expect(throws: RPCError.invalidParams("params must be an object with named members")) {
             try RPCParams(["u1"]).requireString("userId")

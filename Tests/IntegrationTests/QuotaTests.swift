@@ -60,13 +60,13 @@ import Testing
 
         func setEnforcement(_ value: Enforcement) throws {
             try db.execute("UPDATE billing_flags SET value = \(value.rawValue) WHERE name = 'enforcement'")
-            services.enforcement.invalidate()
+            services.flags.invalidate()
         }
     }
 
     @Test func freeGetsOneRecurringCreditPerSevenDayWindow() throws {
         try withMigratedDatabase { db in
-            var f = try Fixture(db)
+            let f = try Fixture(db)
             try f.setEnforcement(.enforce)
             #expect(try f.allowed(at: 0.5))
             #expect(try f.consume(at: 1) == .refused(meter: "recurringGeneration", placement: "generation_limit",

@@ -6,16 +6,28 @@ public enum AccessRoute {
         let now = context.clock.now()
         let catalog = context.services.configuration.products
         let cadence: (String) -> Cadence? = { catalog[$0]?.cadence ?? Cadence.inferred(fromProductId: $0) }
-        var snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db)
+        var snapshot = try loadWithQuota(userId: userId, now: now, cadence: cadence, context: context, on: db)
         if snapshot == nil {
             // First valid request of this user: he becomes known, and whatever the stores
             // sent for him before folds in now.
             try UserDirectory.ensureKnown(userId, source: .token, createdAt: now, now: now, on: db)
-            snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db)
+            snapshot = try loadWithQuota(userId: userId, now: now, cadence: cadence, context: context, on: db)
         }
-        guard var snapshot else { throw APIError.unavailable() }
-        snapshot.quota = try QuotaService.status(for: snapshot, services: context.services, on: db)
+        guard let snapshot else { throw APIError.unavailable() }
         return snapshotResponse(snapshot)
+    }
+
+    /// Projection, overlays and usage read in one READ ONLY transaction with a consistent
+    /// snapshot: the balances never straddle a commit the access rows don't show.
+    static func loadWithQuota(userId: String, now: Timestamp, cadence: (String) -> Cadence?, context: RequestContext,
+                              on db: DatabaseConnection) throws -> AccessSnapshot? {
+        try db.readOnlySnapshot { db -> AccessSnapshot? in
+            guard var snapshot = try AccessSnapshot.loadInTransaction(userId: userId, now: now, cadence: cadence, on: db) else {
+                return nil
+            }
+            snapshot.quota = try QuotaService.status(for: snapshot, services: context.services, on: db)
+            return snapshot
+        }
     }
 
     private static func snapshotResponse(_ snapshot: AccessSnapshot) -> HTTPResponse {

@@ -1,9 +1,9 @@
 /// What `GET /api/v1/billing/access` answers (SPEC §6): the user's effective access at one
 /// instant, from one consistent read. Expiry is judged here, at read time.
 ///
-/// Sources other than the store (grants, campaigns) and the plan/quota fields join in their
-/// own features: each adds its `AccessSource`s and fields; `tier` is always the highest
-/// active source.
+/// Sources: the store projection, operator grants and grandfather campaigns (overlays).
+/// `tier` is always the highest active source, so an overlay never demotes a payer, and when
+/// it ends the store tier shows again (nothing was replaced).
 public struct AccessSnapshot: Sendable, Equatable {
     public var userId: String
     public var revision: UInt64
@@ -34,8 +34,9 @@ public struct AccessSnapshot: Sendable, Equatable {
     }
 
     /// Resolves `projection` at `now`. `cadence` maps a product id to its cadence.
+    /// `overlays` are the active grant and campaign sources at `now`.
     public init(userId: String, revision: UInt64, projection: StoreProjection, now: Timestamp,
-                cadence: (String) -> Cadence? = { _ in nil }) {
+                overlays: [AccessSource] = [], cadence: (String) -> Cadence? = { _ in nil }) {
         self.userId = userId
         self.revision = revision
         self.serverTime = now
@@ -45,7 +46,21 @@ public struct AccessSnapshot: Sendable, Equatable {
         if let store, store.grantsAccess(at: now), let tier = store.tier {
             sources.append(AccessSource(tier: tier, kind: "store", expiresAt: store.phase == .grace ? (store.graceExpiresAt ?? store.expiresAt) : store.expiresAt))
         }
-        self.sources = sources
+        self.sources = Self.ordered(sources + overlays)
+    }
+
+    /// Highest tier first; among equals the store first (a payer's own subscription is the
+    /// source that explains his access), then grants, then campaigns, each by expiry
+    /// (permanent last) so the order is deterministic.
+    public static func ordered(_ sources: [AccessSource]) -> [AccessSource] {
+        func kindRank(_ kind: String) -> Int { kind == "store" ? 0 : kind == "grant" ? 1 : 2 }
+        return sources.sorted { a, b in
+            if a.tier != b.tier { return a.tier > b.tier }
+            if kindRank(a.kind) != kindRank(b.kind) { return kindRank(a.kind) < kindRank(b.kind) }
+            let ea = a.expiresAt?.millisecondsSinceEpoch ?? .max, eb = b.expiresAt?.millisecondsSinceEpoch ?? .max
+            if ea != eb { return ea < eb }
+            return (a.campaign ?? "") < (b.campaign ?? "")
+        }
     }
 
     /// The effective tier: the highest active source (a grant never demotes a payer).
@@ -105,10 +120,17 @@ public struct AccessSnapshot: Sendable, Equatable {
 }
 
 extension AccessSnapshot {
-    /// Reads the user's projection in one statement (one consistent read); nil when the
-    /// user has no access row yet (not known).
+    /// Reads the user's projection, active grants and campaign memberships in one READ ONLY
+    /// transaction with a consistent snapshot, so the three never straddle a commit; nil
+    /// when the user has no access row yet (not known).
     public static func load(userId: String, now: Timestamp, cadence: (String) -> Cadence?,
-                            on db: DatabaseConnection) throws(DatabaseError) -> AccessSnapshot? {
+                            on db: DatabaseConnection) throws -> AccessSnapshot? {
+        try db.readOnlySnapshot { db -> AccessSnapshot? in try loadInTransaction(userId: userId, now: now, cadence: cadence, on: db) }
+    }
+
+    /// The same read inside the caller's transaction.
+    public static func loadInTransaction(userId: String, now: Timestamp, cadence: (String) -> Cadence?,
+                                         on db: DatabaseConnection) throws(DatabaseError) -> AccessSnapshot? {
         let rows = try db.query("""
             SELECT a.revision, u.created_at AS user_created_at, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
             JOIN billing_users u ON u.id = a.user_id
@@ -120,8 +142,13 @@ extension AccessSnapshot {
         for row in rows where !row["subscription_id"].isNull {
             subscriptions.append(try SubscriptionState(row: row))
         }
+        let grants = try db.query("""
+            SELECT \(unsafeRaw: GrantStore.columns) FROM billing_grants g
+            WHERE g.user_id = \(userId) AND g.revoked_at IS NULL AND g.starts_at <= \(now) AND (g.expires_at IS NULL OR g.expires_at > \(now))
+            """).map { (row) throws(DatabaseError) -> Grant in try GrantStore.grant(row) }
+        let overlays = grants.compactMap { $0.source(at: now) } + (try Grandfather.sources(userId: userId, now: now, on: db))
         var snapshot = AccessSnapshot(userId: userId, revision: try first.uint64("revision"),
-                                      projection: StoreProjection(subscriptions: subscriptions), now: now, cadence: cadence)
+                                      projection: StoreProjection(subscriptions: subscriptions), now: now, overlays: overlays, cadence: cadence)
         snapshot.userCreatedAt = try first.timestamp("user_created_at")
         return snapshot
     }

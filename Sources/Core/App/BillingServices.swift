@@ -9,9 +9,10 @@ public final class BillingServices: Sendable {
     public let tiers: TierResolver
     /// nil when `auth.keysFile` is not configured: authenticated routes then answer 501.
     public let tokenVerifier: IDTokenVerifier?
-    /// Plan versions and the enforcement flag, cached briefly per process.
+    /// Runtime flags from `billing_flags`, cached for at most a second.
+    public let flags = FlagCache()
+    /// Plan versions, cached briefly per process.
     public let plans = PlanCatalog()
-    public let enforcement = EnforcementFlag()
 
     /// Builds everything the configuration names; a key file that cannot be read is a
     /// start-up error, not a per-request one.

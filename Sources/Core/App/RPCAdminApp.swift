@@ -171,10 +171,24 @@ public enum RPCAdminApp {
 
 /// Every JSON-RPC method of `billing-rpc`, registered in one place.
 public enum BillingRPCMethods {
-    public static func makeRegistry() -> RPCMethodRegistry {
+    public static func makeRegistry(replayers: QuarantineReplayers = quarantineReplayers()) -> RPCMethodRegistry {
         var registry = RPCMethodRegistry()
         registry.registerSystemMethods()
+        registry.registerAccessMethods()
+        registry.registerUserMethods()
+        registry.registerGrantMethods()
+        registry.registerGrandfatherMethods()
+        registry.registerEventMethods(replayers: replayers)
+        registry.registerFlagMethods()
         registry.registerPlanMethods()
         return registry
+    }
+
+    /// How `events.retryQuarantined` re-runs each provider's quarantined deliveries. A
+    /// provider feature registers its replayer here (`replayers.register(provider:)`); the
+    /// RevenueCat route quarantines nothing it could re-verify (its only check is the
+    /// shared secret, which a stored body cannot prove), so it registers none.
+    public static func quarantineReplayers() -> QuarantineReplayers {
+        QuarantineReplayers()
     }
 }

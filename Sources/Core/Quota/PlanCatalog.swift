@@ -44,21 +44,3 @@ public final class PlanCatalog: Sendable {
     }
 }
 
-/// The enforcement flag (`billing_flags`, set by `flags.set`), cached for at most a second
-/// per process so a change reaches every worker within a second.
-public final class EnforcementFlag: Sendable {
-    private let cache = Mutex<(loadedAt: Int64, value: Enforcement)?>(nil)
-
-    public init() {}
-
-    public func current(on db: DatabaseConnection) throws -> Enforcement {
-        let now = monotonicMilliseconds()
-        if let cached = cache.withLock({ $0 }), now - cached.loadedAt < 1000 { return cached.value }
-        let row = try db.queryOne("SELECT value FROM billing_flags WHERE name = 'enforcement'")
-        let value = try row.flatMap { Enforcement(rawValue: try $0.string("value")) } ?? .observe
-        cache.withLock { $0 = (now, value) }
-        return value
-    }
-
-    public func invalidate() { cache.withLock { $0 = nil } }
-}

@@ -60,7 +60,7 @@ public enum QuotaService {
         return QuotaStatus(planVersion: current.version, planTier: planTier,
                            capabilities: current.contract.tiers[planTier]?.capabilities ?? [],
                            balances: meters.map { MeterBalance(meter: $0.name, limit: $0.meter.limit, used: used[$0.name] ?? 0, window: $0.window) },
-                           enforcement: try services.enforcement.current(on: db))
+                           enforcement: services.flags.current(on: db).enforcement)
     }
 
     /// Units used per meter, each within its own window, in one query.
@@ -115,7 +115,7 @@ public enum QuotaService {
             let used = try usage(userId: userId, windows: [(meter, window)], on: db)[meter] ?? 0
             // A meter the contract knows but this tier lacks has a limit of 0.
             let balance = MeterBalance(meter: meter, limit: definition == nil ? 0 : definition!.meter.limit, used: used, window: window)
-            let enforcement = try services.enforcement.current(on: db)
+            let enforcement = services.flags.current(on: db).enforcement
             let over = !balance.allows(amount)
             if over && enforcement == .enforce {
                 return .refused(meter: meter, placement: definition?.meter.placement, balance: balance)

@@ -64,6 +64,4 @@ public struct MeterBalance: Sendable, Equatable {
 
 /// Enforcement of quotas (`flags.set {enforcement}`): observe records and reports
 /// `overLimit`; enforce refuses with 402 and records nothing.
-public enum Enforcement: String, Sendable, CaseIterable {
-    case observe, enforce
-}
+public typealias Enforcement = BillingFlags.Enforcement

@@ -39,20 +39,12 @@ extension RPCMethodRegistry {
                     INSERT INTO plan_versions (version, contract, published_at, published_by)
                     VALUES (\(next), \(contract.json), \(effectiveAt), \(actor))
                     """)
-                try AuditLog.record(actor: actor, action: "plans.publish", targetUserId: nil,
-                                    detail: ["version": .int(Int64(next)), "effectiveAt": .string(effectiveAt.iso8601)], at: now, on: db)
+                try AuditLog.write(actor: actor, action: "plans.publish",
+                                   detail: ["version": .int(Int64(next)), "effectiveAt": .string(effectiveAt.iso8601)], now: now, on: db)
                 return next
             }
             context.billing.plans.invalidate()
             return ["version": .int(Int64(version)), "effectiveAt": .string(effectiveAt.iso8601)]
         }
-    }
-}
-
-extension RPCContext {
-    /// This connection's database; an RPC error when the daemon runs without one.
-    public func requireDatabase() throws(RPCError) -> DatabaseConnection {
-        guard let database else { throw RPCError(code: RPCError.Code.unavailable, message: "no database configured") }
-        return database
     }
 }

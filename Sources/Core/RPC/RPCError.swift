@@ -70,9 +70,12 @@ extension RPCError {
 
     public static let methodNotFound = RPCError(code: Code.methodNotFound, message: "Method not found")
 
-    /// -32602 with a precise message, e.g. `Invalid params: "userId" must be a string, got number`.
-    public static func invalidParams(_ reason: String) -> RPCError {
-        RPCError(code: Code.invalidParams, message: "Invalid params: \(reason)")
+    /// -32602 with a precise message, e.g. `Invalid params: "userId" must be a string, got number`,
+    /// and `data: {"field": "userId"}` naming the offending parameter (a path such as
+    /// `users[3].createdAt` for nested members) so scripts need not parse the message.
+    public static func invalidParams(_ reason: String, field: String? = nil) -> RPCError {
+        RPCError(code: Code.invalidParams, message: "Invalid params: \(reason)",
+                 data: field.map { ["field": .string($0)] })
     }
 
     /// -32603. Deliberately says nothing about the cause; the server logs it instead.

@@ -31,7 +31,7 @@ public struct RPCParams: Sendable, Equatable {
     }
 
     public func requireValue(_ key: String) throws(RPCError) -> JSON {
-        guard let member = try optionalValue(key) else { throw .invalidParams("\"\(key)\" is required") }
+        guard let member = try optionalValue(key) else { throw .invalidParams("\"\(key)\" is required", field: key) }
         return member
     }
 
@@ -41,8 +41,8 @@ public struct RPCParams: Sendable, Equatable {
         if keys.isEmpty, value == .array([]) { return }
         let allowed = Set(keys)
         guard let unknown = try named().keys.first(where: { !allowed.contains($0) }) else { return }
-        if keys.isEmpty { throw .invalidParams("this method takes no params, got \"\(unknown)\"") }
-        throw .invalidParams("unknown parameter \"\(unknown)\" (expected: \(keys.joined(separator: ", ")))")
+        if keys.isEmpty { throw .invalidParams("this method takes no params, got \"\(unknown)\"", field: unknown) }
+        throw .invalidParams("unknown parameter \"\(unknown)\" (expected: \(keys.joined(separator: ", ")))", field: unknown)
     }
 
     // MARK: Typed accessors
@@ -117,20 +117,20 @@ public struct RPCParams: Sendable, Equatable {
     // MARK: Conversions
 
     private func mismatch(_ key: String, _ expected: String, _ got: JSON) -> RPCError {
-        .invalidParams("\"\(key)\" must be \(expected), got \(got.typeName)")
+        .invalidParams("\"\(key)\" must be \(expected), got \(got.typeName)", field: key)
     }
 
     private func string(_ key: String, _ member: JSON, maxLength: Int?) throws(RPCError) -> String {
         guard case .string(let text) = member else { throw mismatch(key, "a string", member) }
         if let maxLength, text.count > maxLength {
-            throw .invalidParams("\"\(key)\" must be at most \(maxLength) characters")
+            throw .invalidParams("\"\(key)\" must be at most \(maxLength) characters", field: key)
         }
         return text
     }
 
     private func oneOf(_ key: String, _ text: String, _ allowed: [String]) throws(RPCError) -> String {
         guard allowed.contains(text) else {
-            throw .invalidParams("\"\(key)\" must be one of \(allowed.map { "\"\($0)\"" }.joined(separator: ", "))")
+            throw .invalidParams("\"\(key)\" must be one of \(allowed.map { "\"\($0)\"" }.joined(separator: ", "))", field: key)
         }
         return text
     }
@@ -138,7 +138,7 @@ public struct RPCParams: Sendable, Equatable {
     private func int(_ key: String, _ member: JSON, _ range: ClosedRange<Int>?) throws(RPCError) -> Int {
         guard let number = member.intValue else { throw mismatch(key, "an integer", member) }
         if let range, !range.contains(number) {
-            throw .invalidParams("\"\(key)\" must be between \(range.lowerBound) and \(range.upperBound)")
+            throw .invalidParams("\"\(key)\" must be between \(range.lowerBound) and \(range.upperBound)", field: key)
         }
         return number
     }
@@ -150,7 +150,7 @@ public struct RPCParams: Sendable, Equatable {
 
     private func timestamp(_ key: String, _ text: String) throws(RPCError) -> Timestamp {
         guard let instant = Timestamp(iso8601: text) else {
-            throw .invalidParams("\"\(key)\" must be an ISO-8601 date-time such as 2026-01-31T12:00:00Z")
+            throw .invalidParams("\"\(key)\" must be an ISO-8601 date-time such as 2026-01-31T12:00:00Z", field: key)
         }
         return instant
     }
