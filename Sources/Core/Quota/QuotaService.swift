@@ -103,7 +103,7 @@ public enum QuotaService {
                 return .recorded(replay)
             }
             let catalog = services.configuration.products
-            guard let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: { catalog[$0]?.cadence }, on: db) else {
+            guard let snapshot = try AccessSnapshot.loadInTransaction(userId: userId, now: now, cadence: { catalog[$0]?.cadence }, on: db) else {
                 throw APIError.unavailable()
             }
             let plans = try services.plans.plans(on: db)
