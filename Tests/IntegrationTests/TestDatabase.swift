@@ -14,7 +14,7 @@ struct TestEnvironment {
         let variable: String
         let meaning: String
         var description: String {
-            "integration tests need \(variable) (\(meaning)); run them through scripts/test or set it, see Tests/IntegrationTests/README.md"
+            "integration tests need \(variable) (\(meaning)); run them through scripts/test or set it, see Tests/README.md"
         }
     }
 
