@@ -14,7 +14,7 @@ struct TestEnvironment {
         let variable: String
         let meaning: String
         var description: String {
-            "integration tests need \(variable) (\(meaning)); run them through scripts/test or set it, see Tests/IntegrationTests/README.md"
+            "integration tests need \(variable) (\(meaning)); run them through scripts/test or set it, see Tests/README.md"
         }
     }
 
@@ -52,7 +52,11 @@ func withTestDatabase<T>(_ body: (_ configuration: DatabaseConfiguration, _ envi
     let name = environment.prefix + String(UInt64.random(in: 0...UInt64.max), radix: 16)
     let admin = DatabaseConnection(configuration: environment.configuration(database: ""))
     try admin.execute(SQLQuery(unsafeSQL: "CREATE DATABASE `\(name)` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"))
-    defer { _ = try? admin.execute(SQLQuery(unsafeSQL: "DROP DATABASE IF EXISTS `\(name)`")) }
+    defer {
+        // Once more if the first attempt met a session lost to a server restart (the retry reconnects).
+        let drop = SQLQuery(unsafeSQL: "DROP DATABASE IF EXISTS `\(name)`")
+        if (try? admin.execute(drop)) == nil { _ = try? admin.execute(drop) }
+    }
     return try body(environment.configuration(database: name), environment)
 }
 

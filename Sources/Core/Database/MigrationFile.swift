@@ -1,5 +1,3 @@
-import COpenSSL
-import Glibc
 
 /// One `sql/NNN_name.sql` file: its number, name, text and SHA-256.
 struct MigrationFile: Sendable {
@@ -14,16 +12,23 @@ struct MigrationFile: Sendable {
     /// migration silently skipped would leave the schema different from the repository's.
     static func load(directory: String) throws(DatabaseError) -> [MigrationFile] {
         var files: [MigrationFile] = []
-        for fileName in try listDirectory(directory).sorted() where fileName.hasSuffix(".sql") {
+        let names: [String]
+        do { names = try FileIO.list(directory) } catch {
+            throw DatabaseError.migration("cannot open migrations directory: \(error)")
+        }
+        for fileName in names where fileName.hasSuffix(".sql") {
             guard let (version, name) = parse(fileName: fileName) else {
                 throw DatabaseError.migration("\(fileName): name must be NNN_name.sql")
             }
-            let bytes = try readFile(directory + "/" + fileName)
+            let bytes: [UInt8]
+            do { bytes = try FileIO.read(directory + "/" + fileName) } catch {
+                throw DatabaseError.migration("\(error)")
+            }
             guard let sql = String(validating: bytes, as: UTF8.self) else {
                 throw DatabaseError.migration("\(fileName): not valid UTF-8")
             }
             files.append(MigrationFile(version: version, name: name, fileName: fileName, sql: sql,
-                                       checksum: sha256Hex(bytes)))
+                                       checksum: SHA256.hexHash(bytes)))
         }
         files.sort { $0.version < $1.version }
         for (position, file) in files.enumerated() {
@@ -48,55 +53,4 @@ struct MigrationFile: Sendable {
               name.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "_") }) else { return nil }
         return (version, String(name))
     }
-
-    private static func listDirectory(_ path: String) throws(DatabaseError) -> [String] {
-        guard let dir = opendir(path) else {
-            throw DatabaseError.migration("cannot open migrations directory \(path): \(String(cString: strerror(errno)))")
-        }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
-    }
-
-    private static func readFile(_ path: String) throws(DatabaseError) -> [UInt8] {
-        guard let file = fopen(path, "rb") else {
-            throw DatabaseError.migration("cannot read \(path): \(String(cString: strerror(errno)))")
-        }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let read = chunk.withUnsafeMutableBytes { fread($0.baseAddress, 1, $0.count, file) }
-            if read > 0 { bytes += chunk[0..<read] }
-            if read < chunk.count {
-                if ferror(file) != 0 { throw DatabaseError.migration("cannot read \(path)") }
-                return bytes
-            }
-        }
-    }
-}
-
-/// Lowercase hex SHA-256 by OpenSSL's one-shot EVP_Digest.
-/// (A shared helper is being written in Core/Crypto; dedupe when both land.)
-func sha256Hex(_ bytes: [UInt8]) -> String {
-    var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-    var length: UInt32 = 0
-    let ok = bytes.withUnsafeBytes { input in
-        EVP_Digest(input.baseAddress, input.count, &digest, &length, EVP_sha256(), nil)
-    }
-    precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
-    let hex: [UInt8] = Array("0123456789abcdef".utf8)
-    var text: [UInt8] = []
-    text.reserveCapacity(64)
-    for byte in digest.prefix(32) {
-        text.append(hex[Int(byte >> 4)])
-        text.append(hex[Int(byte & 0x0F)])
-    }
-    return String(decoding: text, as: UTF8.self)
 }
