@@ -8,6 +8,8 @@ public enum BillingRoutes {
         router.get("\(prefix)/ping", HealthCheck.ping)
         router.get("\(prefix)/billing/access", AccessRoute.handle)
         router.post("\(prefix)/billing/webhooks/revenuecat", RevenueCatWebhook.handle)
+        router.post("\(prefix)/billing/webhooks/apple", AppleWebhook.handle)
+        router.post("\(prefix)/billing/apple/transactions", AppleTransactionRoute.handle)
     }
 
     /// A router with all routes registered.
