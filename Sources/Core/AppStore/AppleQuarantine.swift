@@ -74,32 +74,52 @@ public enum AppleQuarantineReplay {
             guard try row.optionalTimestamp("resolved_at") == nil else {
                 outcomes.append(Outcome(id: id, result: .alreadyResolved)); continue
             }
-            let body = try row.bytes("payload")
-            let delivery: AppleDelivery
-            do {
-                delivery = try AppleWebhook.decode(body: body, verifier: verifier, catalog: catalog, idPattern: idPattern, now: now)
-            } catch {
-                let reason = (error as? AppleVerificationError)?.reason.rawValue ?? "malformed"
+            let replayed = try replay(body: try row.bytes("payload"), verifier: verifier, catalog: catalog, idPattern: idPattern,
+                                      policy: policy, now: now, on: db)
+            if replayed.result == .stillFailing {
                 try db.execute("""
-                    UPDATE billing_quarantine SET retried_at = \(now), retry_count = retry_count + 1, reason = \(reason) WHERE id = \(id)
+                    UPDATE billing_quarantine SET retried_at = \(now), retry_count = retry_count + 1, reason = \(replayed.reason) WHERE id = \(id)
                     """)
-                outcomes.append(Outcome(id: id, result: .stillFailing, reason: reason)); continue
+            } else {
+                try db.execute("""
+                    UPDATE billing_quarantine SET retried_at = \(now), retry_count = retry_count + 1, resolved_at = \(now),
+                      resolution = \(replayed.result.rawValue), event_id = \(replayed.eventId) WHERE id = \(id) AND resolved_at IS NULL
+                    """)
             }
-            let ingested = try AppleIngestion.ingest(delivery, policy: policy, now: now, on: db)
-            var eventId = ingested.eventId
-            if ingested.duplicate {
-                eventId = try db.queryOne("""
-                    SELECT id FROM billing_events WHERE provider = \(delivery.event.provider.rawValue)
-                      AND provider_event_id = \(delivery.event.providerEventId)
-                    """)?.uint64("id")
-            }
-            let result: Outcome.Result = ingested.duplicate ? .duplicate : .applied
-            try db.execute("""
-                UPDATE billing_quarantine SET retried_at = \(now), retry_count = retry_count + 1, resolved_at = \(now),
-                  resolution = \(result.rawValue), event_id = \(eventId) WHERE id = \(id) AND resolved_at IS NULL
-                """)
-            outcomes.append(Outcome(id: id, result: result, eventId: eventId))
+            var outcome = replayed
+            outcome.id = id
+            outcomes.append(outcome)
         }
         return outcomes
+    }
+
+    /// One quarantined body, verified and ingested exactly as the webhook would, without
+    /// touching its quarantine row (`id` is 0 in the result): the per-delivery step a
+    /// generic `events.retryQuarantined` replayer calls. `.applied`, `.duplicate` (with the
+    /// inbox row already holding it) or `.stillFailing` with the new reason.
+    public static func replay(body: [UInt8], services: BillingServices, now: Timestamp, on db: DatabaseConnection) throws -> Outcome {
+        guard let verifier = services.appleVerifier else { return Outcome(id: 0, result: .stillFailing, reason: "not_configured") }
+        return try replay(body: body, verifier: verifier, catalog: services.configuration.products, idPattern: services.idPattern,
+                          policy: services.configuration.binding.policy, now: now, on: db)
+    }
+
+    public static func replay(body: [UInt8], verifier: AppleSignedDataVerifier, catalog: AppleDelivery.Catalog,
+                              idPattern: UserIdPattern, policy: BillingConfiguration.Binding.Policy, now: Timestamp,
+                              on db: DatabaseConnection) throws -> Outcome {
+        let delivery: AppleDelivery
+        do {
+            delivery = try AppleWebhook.decode(body: body, verifier: verifier, catalog: catalog, idPattern: idPattern, now: now)
+        } catch {
+            return Outcome(id: 0, result: .stillFailing, reason: (error as? AppleVerificationError)?.reason.rawValue ?? "malformed")
+        }
+        let ingested = try AppleIngestion.ingest(delivery, policy: policy, now: now, on: db)
+        var eventId = ingested.eventId
+        if ingested.duplicate {
+            eventId = try db.queryOne("""
+                SELECT id FROM billing_events WHERE provider = \(delivery.event.provider.rawValue)
+                  AND provider_event_id = \(delivery.event.providerEventId)
+                """)?.uint64("id")
+        }
+        return Outcome(id: 0, result: ingested.duplicate ? .duplicate : .applied, eventId: eventId)
     }
 }
