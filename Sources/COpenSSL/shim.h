@@ -23,6 +23,9 @@ static inline STACK_OF(X509) *copenssl_sk_X509_new_null(void) { return sk_X509_n
 static inline int copenssl_sk_X509_push(STACK_OF(X509) *s, X509 *x) { return sk_X509_push(s, x); }
 static inline void copenssl_sk_X509_free(STACK_OF(X509) *s) { sk_X509_free(s); }
 static inline void copenssl_sk_X509_pop_free(STACK_OF(X509) *s) { sk_X509_pop_free(s, X509_free); }
+/* sk_X509_num / sk_X509_value: same DEFINE_STACK_OF macros (reading a verified chain). */
+static inline int copenssl_sk_X509_num(const STACK_OF(X509) *s) { return sk_X509_num(s); }
+static inline X509 *copenssl_sk_X509_value(const STACK_OF(X509) *s, int i) { return sk_X509_value(s, i); }
 #include <openssl/param_build.h>
 #include <openssl/rsa.h>
 

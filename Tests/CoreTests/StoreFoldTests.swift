@@ -216,3 +216,41 @@ private func forEachPermutation<T>(_ items: [T], _ body: ([T]) -> Void) {
     }
     permute(0)
 }
+
+@Suite struct StoreFoldSourcePrecedenceTests {
+    private func at(_ day: Int64) -> Timestamp { Timestamp(CivilDateTime(year: 2026, month: 1, day: 1)).adding(seconds: day * 86_400) }
+
+    private func event(_ provider: EventProvider, _ kind: EventKind, id: String, at t: Int64, expires: Int64, purchased: Int64? = nil,
+                       tier: Tier = .plus) -> StoreEvent {
+        StoreEvent(provider: provider, providerEventId: id, rawType: kind.rawValue, kind: kind, intrinsicAt: at(t),
+                   subscriptionId: "otid-1", productId: "p", tier: tier, environment: .production, platform: "app_store",
+                   purchasedAt: at(purchased ?? t), expiresAt: at(expires))
+    }
+
+    @Test func appStoreWinsOverRevenueCatForTheSameSubscription() {
+        // RevenueCat says expired at day 20 (a later, relayed view); Apple says renewed to day 60.
+        let events = [event(.appleNotification, .purchase, id: "a1", at: 0, expires: 30),
+                      event(.appleNotification, .renewal, id: "a2", at: 29, expires: 60),
+                      event(.revenuecat, .expiration, id: "r1", at: 40, expires: 20)]
+        for order in [events, events.reversed(), [events[2], events[0], events[1]]] {
+            let projection = StoreFold.fold(order, userId: "u")
+            #expect(projection.subscriptions.count == 1)
+            #expect(projection.subscriptions[0].expiresAt == at(60))
+            #expect(projection.subscriptions[0].provider == .appleNotification)
+            #expect(projection.appliedEvents == 2)
+        }
+    }
+
+    @Test func revenueCatAloneStillCounts() {
+        let projection = StoreFold.fold([event(.revenuecat, .purchase, id: "r1", at: 0, expires: 30)], userId: "u")
+        #expect(projection.primary(at: at(1))?.grantsAccess(at: at(1)) == true)
+    }
+
+    @Test func olderAppStorePeriodSignedLaterDoesNotRollBack() {
+        // A restore re-posts the first period's transaction, freshly signed, after the renewal.
+        let events = [event(.appleNotification, .renewal, id: "n-renew", at: 29, expires: 60, purchased: 29),
+                      event(.appleTransaction, .purchase, id: "t-first", at: 45, expires: 30, purchased: 0)]
+        let projection = StoreFold.fold(events, userId: "u")
+        #expect(projection.subscriptions[0].expiresAt == at(60))
+    }
+}

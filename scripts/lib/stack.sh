@@ -71,6 +71,25 @@ ensure_packages() {
     return 0
 }
 
+# ensure_python_module MODULE PIP_PACKAGE: installs a test-only Python package from PyPI
+# when MODULE does not import (pip from Debian if missing; Debian's own python3 refuses
+# system-wide installs without --break-system-packages, which is fine for a test machine).
+ensure_python_module() {
+    local module=$1 package=$2
+    python3 -c "import $module" 2>/dev/null && return 0
+    say "installing $package (pip) for the tests"
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        local saved=("${STACK_PACKAGES[@]}")
+        STACK_PACKAGES=(python3-pip)
+        ensure_packages
+        STACK_PACKAGES=("${saved[@]}")
+    fi
+    python3 -m pip install -q "$package" >&2 2>/dev/null \
+        || python3 -m pip install -q --break-system-packages "$package" >&2 \
+        || die "pip install $package failed: the tests that need it cannot run"
+    python3 -c "import $module" || die "$package installed but $module does not import"
+}
+
 build_release() {
     say "building (release)"
     (cd "$ROOT" && swift build -c release -Xswiftc -warnings-as-errors 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' >&2) \

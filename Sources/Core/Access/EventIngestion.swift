@@ -17,10 +17,15 @@ public enum EventIngestion {
 
     /// - Parameter subjectCandidates: ids that may name the buyer, in preference order,
     ///   already filtered by `users.idPattern`.
+    ///   - resolveSubject: when given, decides the subject candidates inside the ingestion
+    ///     transaction instead of `subjectCandidates` (the App Store binding: the owner of
+    ///     the subscription, read under a lock so a concurrent move cannot slip between).
     public static func ingest(_ event: StoreEvent, payload: JSON, subjectCandidates: [String], now: Timestamp,
-                              on db: DatabaseConnection) throws -> Outcome {
+                              on db: DatabaseConnection,
+                              resolveSubject: ((DatabaseConnection) throws(DatabaseError) -> [String])? = nil) throws -> Outcome {
         let outcome = try db.transaction(retries: 3, isolation: .readCommitted) { db -> Outcome in
-            try record(event, payload: payload, subjectCandidates: subjectCandidates, now: now, on: db)
+            let candidates = try resolveSubject?(db) ?? subjectCandidates
+            return try record(event, payload: payload, subjectCandidates: candidates, now: now, on: db)
         }
         // A user who became known between our lookup and our commit has already looked for
         // his unmatched events and not seen this one: claim it for him now (idempotent).

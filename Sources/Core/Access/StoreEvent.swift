@@ -26,6 +26,7 @@ public enum EventKind: String, Sendable, CaseIterable {
     case refundReversed = "refund_reversed"
     case promotional            // store-side promotional access
     case transfer               // purchases moved between app users
+    case priceIncrease = "price_increase"     // informational (App Store PRICE_INCREASE): only renewal info applies
     case test
     case unknown
 }

@@ -14,7 +14,13 @@ public enum StoreFold {
         var states: [String: SubscriptionState] = [:]
         var lastEventAt: Timestamp?
         var applied = 0
+        // Source precedence per subscription id: when the App Store itself (a verified
+        // notification or transaction) describes a subscription, RevenueCat's relayed view of
+        // the same subscription is left out, so the two never fold into conflicting state.
+        // Apple's data is first-hand and signed; RevenueCat's is a later, unsigned copy.
+        let appleSubscriptions = Set(events.filter { $0.provider != .revenuecat && $0.isApplicable }.compactMap(\.subscriptionId))
         for event in events.sorted(by: foldOrder) where event.isApplicable {
+            if event.provider == .revenuecat, let id = event.subscriptionId, appleSubscriptions.contains(id) { continue }
             guard let at = event.intrinsicAt else { continue }
             applied += 1
             lastEventAt = at
@@ -50,6 +56,11 @@ public enum StoreFold {
         if let willRenew = event.willRenew { s.willRenew = willRenew }
 
         switch event.kind {
+        case .purchase where event.provider != .revenuecat && isStalePeriod(event, s),
+             .renewal where event.provider != .revenuecat && isStalePeriod(event, s):
+            // An App Store transaction for an older period than the one folded (a restore or
+            // StoreKit replay, freshly signed) never rolls the subscription back.
+            break
         case .purchase, .renewal, .promotional, .temporaryGrant, .nonRenewingPurchase:
             startPeriod(&s, event, at: at)
         case .cancellation:
@@ -108,7 +119,7 @@ public enum StoreFold {
             if let expires = event.expiresAt { s.expiresAt = max(expires, s.expiresAt ?? expires) }
         case .pause:
             s.willRenew = false
-        case .transfer, .test, .unknown:
+        case .transfer, .test, .unknown, .priceIncrease:
             break
         }
         return s
@@ -136,6 +147,11 @@ public enum StoreFold {
         default: s.willRenew = false
         }
         if let pending = s.pendingChange, pending.productId == event.productId { s.pendingChange = nil }
+    }
+
+    private static func isStalePeriod(_ event: StoreEvent, _ s: SubscriptionState) -> Bool {
+        guard s.phase != .none, let started = event.purchasedAt, let current = s.purchasedAt else { return false }
+        return started < current
     }
 
     private static func adoptProduct(_ s: inout SubscriptionState, _ event: StoreEvent) {

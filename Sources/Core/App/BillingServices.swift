@@ -13,6 +13,9 @@ public final class BillingServices: Sendable {
     public let flags = FlagCache()
     /// Plan versions, cached briefly per process.
     public let plans = PlanCatalog()
+    /// nil when `apple.trustedRootsFiles` or `apple.bundleId` is not configured: the App
+    /// Store routes then answer 501.
+    public let appleVerifier: AppleSignedDataVerifier?
 
     /// Builds everything the configuration names; a key file that cannot be read is a
     /// start-up error, not a per-request one.
@@ -26,6 +29,7 @@ public final class BillingServices: Sendable {
         }
         self.idPattern = pattern
         self.tiers = TierResolver(configuration)
+        self.appleVerifier = try AppleSignedDataVerifier.load(configuration.apple)
         if let keysFile = configuration.auth.keysFile {
             guard let issuer = configuration.auth.issuer, let audience = configuration.auth.audience else {
                 throw ConfigurationError("auth.issuer and auth.audience are required with auth.keysFile")

@@ -10,6 +10,8 @@ public enum BillingRoutes {
         router.post("\(prefix)/billing/webhooks/revenuecat", RevenueCatWebhook.handle)
         router.post("\(prefix)/billing/usage", QuotaRoutes.usage)
         router.get("\(prefix)/billing/plans", QuotaRoutes.plans)
+        router.post("\(prefix)/billing/webhooks/apple", AppleWebhook.handle)
+        router.post("\(prefix)/billing/apple/transactions", AppleTransactionRoute.handle)
     }
 
     /// A router with all routes registered.

@@ -1,0 +1,132 @@
+/// App Store data decoded into the provider-neutral `StoreEvent` (SPEC §5): a notification
+/// (`apple_notification`, keyed by `notificationUUID`) or a transaction the app posted
+/// (`apple_transaction`, keyed by `transactionId`).
+///
+/// Kinds: SUBSCRIBED → purchase; DID_RENEW (incl. BILLING_RECOVERY) → renewal;
+/// DID_CHANGE_RENEWAL_STATUS → cancellation / uncancellation; DID_CHANGE_RENEWAL_PREF
+/// UPGRADE → renewal (its transaction is the confirmed new product), DOWNGRADE → pending
+/// change at expiry, no subtype → product change back to the current product (cancels the
+/// pending one); DID_FAIL_TO_RENEW → billing issue (grace until `gracePeriodExpiresDate`
+/// with GRACE_PERIOD, else billing retry); GRACE_PERIOD_EXPIRED → billing issue without
+/// grace; EXPIRED → expiration; REFUND, REVOKE → refund (access ends at
+/// `revocationDate`); REFUND_REVERSED; RENEWAL_EXTENDED → extension; OFFER_REDEEMED by
+/// subtype; PRICE_INCREASE → informational; TEST → test; anything else → unknown (stored,
+/// never applied). Tier comes from the `products` catalog only: other products grant nothing.
+public struct AppleDelivery: Sendable {
+    public var event: StoreEvent
+    /// The verified transaction, when the delivery carries one.
+    public var transaction: AppleTransactionInfo?
+    /// Ids that may name the buyer: the `appAccountToken` when it matches `users.idPattern`.
+    public var userCandidates: [String]
+    /// What the inbox stores: decoded payloads (nested JWS replaced by their verified payloads).
+    public var payload: JSON
+
+    public typealias Catalog = [String: BillingConfiguration.Product]
+
+    /// Verifies and decodes a notification `signedPayload` (outer and nested JWS).
+    /// Throws `AppleVerificationError` (→ 422, quarantine) or `PayloadError` (→ 400).
+    public static func notification(signedPayload: String, verifier: AppleSignedDataVerifier, catalog: Catalog,
+                                    idPattern: UserIdPattern, now: Timestamp) throws -> AppleDelivery {
+        let outer = try verifier.verifyNotification(signedPayload, now: now)
+        let r = try PayloadReader(outer, path: "")
+        let uuid = try r.requiredString("notificationUUID", maxLength: 64)
+        let type = try r.requiredString("notificationType", maxLength: 40).uppercased()
+        let subtype = try r.string("subtype", maxLength: 23)?.uppercased()
+        let signedDate = try r.milliseconds("signedDate")
+
+        var stored = outer
+        var transaction: AppleTransactionInfo?
+        var renewal: AppleRenewalInfo?
+        var dataEnvironment: StoreEnvironment = .production
+        if let dataValue = r.value("data"), case .object(var data) = dataValue {
+            dataEnvironment = data["environment"]?.stringValue == "Production" ? .production : .sandbox
+            if let jws = data["signedTransactionInfo"]?.stringValue {
+                let payload = try verifier.verifyTransaction(jws, now: now)
+                transaction = try AppleTransactionInfo.decode(payload)
+                data["signedTransactionInfo"] = nil
+                data["transactionInfo"] = payload
+            }
+            if let jws = data["signedRenewalInfo"]?.stringValue {
+                let payload = try verifier.verifyRenewalInfo(jws, now: now)
+                renewal = try AppleRenewalInfo.decode(payload)
+                data["signedRenewalInfo"] = nil
+                data["renewalInfo"] = payload
+            }
+            if case .object(var object) = stored { object["data"] = .object(data); stored = .object(object) }
+        }
+
+        let kind = transaction == nil && type != "TEST" ? .unknown : notificationKind(type: type, subtype: subtype)
+        var event = makeEvent(provider: .appleNotification, id: uuid, rawType: subtype.map { "\(type)/\($0)" } ?? type,
+                              kind: kind, at: signedDate, transaction: transaction, catalog: catalog,
+                              environment: transaction?.environment ?? dataEnvironment)
+        event.cancelReason = subtype
+        if let renewal {
+            event.willRenew = renewal.willRenew
+            if kind == .billingIssue, subtype == "GRACE_PERIOD" { event.graceExpiresAt = renewal.gracePeriodExpiresDate }
+            if kind == .productChange {
+                event.newProductId = renewal.autoRenewProductId ?? transaction?.productId
+                event.newTier = event.newProductId.flatMap { catalog[$0]?.tier }
+                event.effectiveAt = transaction?.expiresDate
+            }
+        }
+        switch kind {
+        case .cancellation: event.willRenew = false
+        case .uncancellation: event.willRenew = true
+        default: break
+        }
+        return AppleDelivery(event: event, transaction: transaction,
+                             userCandidates: candidates(transaction, idPattern: idPattern), payload: stored)
+    }
+
+    /// Verifies and decodes a transaction the app posted. Its intrinsic time is the
+    /// transaction's own `signedDate`.
+    public static func postedTransaction(_ jws: String, verifier: AppleSignedDataVerifier, catalog: Catalog,
+                                         idPattern: UserIdPattern, now: Timestamp) throws -> AppleDelivery {
+        let payload = try verifier.verifyTransaction(jws, now: now)
+        let t = try AppleTransactionInfo.decode(payload)
+        let kind: EventKind = t.revocationDate != nil ? .refund : t.transactionId == t.originalTransactionId ? .purchase : .renewal
+        let event = makeEvent(provider: .appleTransaction, id: t.transactionId, rawType: "TRANSACTION", kind: kind,
+                              at: t.signedDate, transaction: t, catalog: catalog, environment: t.environment)
+        return AppleDelivery(event: event, transaction: t, userCandidates: candidates(t, idPattern: idPattern),
+                             payload: ["transactionInfo": payload])
+    }
+
+    static func notificationKind(type: String, subtype: String?) -> EventKind {
+        switch (type, subtype) {
+        case ("SUBSCRIBED", _): return .purchase
+        case ("DID_RENEW", _): return .renewal
+        case ("DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED"?): return .cancellation
+        case ("DID_CHANGE_RENEWAL_STATUS", _): return .uncancellation
+        case ("DID_CHANGE_RENEWAL_PREF", "UPGRADE"?): return .renewal
+        case ("DID_CHANGE_RENEWAL_PREF", _): return .productChange
+        case ("DID_FAIL_TO_RENEW", _), ("GRACE_PERIOD_EXPIRED", _): return .billingIssue
+        case ("EXPIRED", _): return .expiration
+        case ("REFUND", _), ("REVOKE", _): return .refund
+        case ("REFUND_REVERSED", _): return .refundReversed
+        case ("RENEWAL_EXTENDED", _): return .extension
+        case ("OFFER_REDEEMED", "INITIAL_BUY"?), ("OFFER_REDEEMED", "RESUBSCRIBE"?): return .purchase
+        case ("OFFER_REDEEMED", "UPGRADE"?): return .renewal
+        case ("OFFER_REDEEMED", "DOWNGRADE"?): return .productChange
+        case ("OFFER_REDEEMED", _): return .extension
+        case ("PRICE_INCREASE", _): return .priceIncrease
+        case ("TEST", _): return .test
+        default: return .unknown
+        }
+    }
+
+    private static func makeEvent(provider: EventProvider, id: String, rawType: String, kind: EventKind, at: Timestamp?,
+                                  transaction t: AppleTransactionInfo?, catalog: Catalog,
+                                  environment: StoreEnvironment) -> StoreEvent {
+        StoreEvent(provider: provider, providerEventId: id, rawType: rawType, kind: kind, intrinsicAt: at,
+                   subscriptionId: t?.originalTransactionId, productId: t?.productId,
+                   tier: t.flatMap { catalog[$0.productId]?.tier },
+                   periodType: t?.periodType, isTrial: t?.isFreeTrial ?? false, environment: environment,
+                   platform: "app_store", purchasedAt: t?.purchaseDate, expiresAt: t?.effectiveExpiry,
+                   priceMilli: t?.priceMilli, currency: t?.currency)
+    }
+
+    private static func candidates(_ t: AppleTransactionInfo?, idPattern: UserIdPattern) -> [String] {
+        guard let token = t?.appAccountToken, idPattern.matches(token) else { return [] }
+        return [token]
+    }
+}

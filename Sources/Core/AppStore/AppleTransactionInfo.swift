@@ -1,0 +1,84 @@
+/// The fields FCGIBilling reads from a verified `JWSTransaction` payload.
+public struct AppleTransactionInfo: Sendable, Equatable {
+    public var transactionId: String
+    /// Identifies the subscription from first purchase to end: the binding key.
+    public var originalTransactionId: String
+    public var productId: String
+    public var environment: StoreEnvironment
+    public var purchaseDate: Timestamp?
+    public var expiresDate: Timestamp?
+    public var revocationDate: Timestamp?
+    public var revocationReason: Int64?
+    /// 1 introductory, 2 promotional, 3 offer code, 4 win-back.
+    public var offerType: Int64?
+    public var offerDiscountType: String?
+    /// Apple's `price`: already milli-units of `currency`.
+    public var priceMilli: Int64?
+    public var currency: String?
+    /// The app's own account UUID for the buyer (lowercased), when it set one.
+    public var appAccountToken: String?
+    public var signedDate: Timestamp?
+
+    /// Expiry = min(expiresDate, revocationDate).
+    public var effectiveExpiry: Timestamp? {
+        switch (expiresDate, revocationDate) {
+        case let (e?, r?): return min(e, r)
+        case let (e, r): return e ?? r
+        }
+    }
+
+    /// An introductory offer with a free-trial discount.
+    public var isFreeTrial: Bool { offerType == 1 && offerDiscountType == "FREE_TRIAL" }
+
+    /// Offer period as the inbox stores it.
+    public var periodType: String {
+        switch offerType {
+        case 1?: return isFreeTrial ? "TRIAL" : "INTRO"
+        case 2?, 3?, 4?: return "PROMOTIONAL"
+        default: return "NORMAL"
+        }
+    }
+
+    public static func decode(_ payload: JSON, path: String = "transaction") throws(PayloadError) -> AppleTransactionInfo {
+        let r = try PayloadReader(payload, path: path)
+        let environment: StoreEnvironment = try r.string("environment", maxLength: 32) == "Production" ? .production : .sandbox
+        var currency = try r.string("currency", maxLength: 8)?.uppercased()
+        if let c = currency, c.utf8.count != 3 || !c.utf8.allSatisfy({ $0 >= 65 && $0 <= 90 }) { currency = nil }
+        var price = try r.value("price").map { (v) throws(PayloadError) -> Int64 in
+            guard let n = v.int64Value else { throw PayloadError("\(path).price", "expected integer milli-units") }
+            return n
+        }
+        if currency == nil { price = nil }
+        return AppleTransactionInfo(
+            transactionId: try r.requiredString("transactionId"),
+            originalTransactionId: try r.requiredString("originalTransactionId"),
+            productId: try r.requiredString("productId"),
+            environment: environment,
+            purchaseDate: try r.milliseconds("purchaseDate"),
+            expiresDate: try r.milliseconds("expiresDate"),
+            revocationDate: try r.milliseconds("revocationDate"),
+            revocationReason: r.value("revocationReason")?.int64Value,
+            offerType: r.value("offerType")?.int64Value,
+            offerDiscountType: try r.string("offerDiscountType", maxLength: 32),
+            priceMilli: price, currency: price == nil ? nil : currency,
+            appAccountToken: try r.string("appAccountToken", maxLength: 64)?.lowercased(),
+            signedDate: try r.milliseconds("signedDate"))
+    }
+}
+
+/// The fields FCGIBilling reads from a verified `JWSRenewalInfo` payload.
+public struct AppleRenewalInfo: Sendable, Equatable {
+    public var willRenew: Bool?
+    public var autoRenewProductId: String?
+    public var gracePeriodExpiresDate: Timestamp?
+    public var isInBillingRetryPeriod: Bool
+
+    public static func decode(_ payload: JSON) throws(PayloadError) -> AppleRenewalInfo {
+        let r = try PayloadReader(payload, path: "renewalInfo")
+        return AppleRenewalInfo(
+            willRenew: r.value("autoRenewStatus")?.int64Value.map { $0 == 1 },
+            autoRenewProductId: try r.string("autoRenewProductId"),
+            gracePeriodExpiresDate: try r.milliseconds("gracePeriodExpiresDate"),
+            isInBillingRetryPeriod: try r.bool("isInBillingRetryPeriod") ?? false)
+    }
+}

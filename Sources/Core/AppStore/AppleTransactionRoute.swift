@@ -1,0 +1,72 @@
+/// `POST /api/v1/billing/apple/transactions` (Bearer ID token) `{"signedTransaction": ...,
+/// "restore": bool}`: the app posts what StoreKit 2 gave it (SPEC §5, seeds/004).
+///
+/// Verify (422 with the reason; not quarantined: the app still holds the transaction and
+/// StoreKit replays it), check `appAccountToken` names the caller (403 otherwise), bind the
+/// subscription (`AppleBinding.bind`: same user → idempotent; another owner → 409 under
+/// `deny`, or a move under `restore_moves` with `restore: true`), record the transaction in
+/// the inbox (keyed by `transactionId`) and answer the caller's fresh access snapshot.
+public enum AppleTransactionRoute {
+    public static func handle(_ request: HTTPRequest, _ context: RequestContext) throws -> HTTPResponse {
+        guard let verifier = context.services.appleVerifier else {
+            throw APIError.notConfigured("App Store transactions are not configured (apple.trustedRootsFiles, apple.bundleId)")
+        }
+        let userId = try context.authenticatedUser(request)
+        let db = try context.requireDatabase()
+        let now = context.clock.now()
+        let configuration = context.services.configuration
+
+        let body = try request.jsonBody(limits: JSONLimits(maxBytes: configuration.server.maxBodyBytes, maxDepth: 8))
+        let r = try PayloadReader(body, path: "")
+        let jws = try r.requiredString("signedTransaction", maxLength: AppleSignedDataVerifier.maxBytes)
+        let restore = try r.bool("restore") ?? false
+
+        let delivery: AppleDelivery
+        do {
+            delivery = try AppleDelivery.postedTransaction(jws, verifier: verifier, catalog: configuration.products,
+                                                           idPattern: context.services.idPattern, now: now)
+        } catch let error as AppleVerificationError {
+            context.logger.warning("transaction refused", ["apple.reason": .string(error.reason.rawValue)])
+            throw APIError.unprocessable("the signed transaction was refused: \(error.reason.rawValue)", code: error.reason.rawValue)
+        }
+        guard let transaction = delivery.transaction else { throw APIError.unprocessable("no transaction", code: "malformed_jws") }
+        if let token = transaction.appAccountToken, token != userId.lowercased() {
+            throw APIError(.forbidden, code: "app_account_token_mismatch",
+                           message: "the transaction's appAccountToken names another account")
+        }
+
+        try UserDirectory.ensureKnown(userId, source: .token, createdAt: now, now: now, on: db)
+        let decision = try AppleBinding.bind(subscriptionId: transaction.originalTransactionId, userId: userId, restore: restore,
+                                             policy: configuration.binding.policy, transactionId: transaction.transactionId,
+                                             environment: transaction.environment, now: now, on: db)
+        if case .denied = decision {
+            context.logger.info("binding denied", ["binding.policy": .string(configuration.binding.policy.rawValue), "binding.restore": .bool(restore)])
+            throw APIError.conflict("this App Store subscription belongs to another account", code: "subscription_bound_elsewhere")
+        }
+        let outcome = try AppleIngestion.ingest(delivery, policy: configuration.binding.policy, now: now, on: db)
+        let catalog = configuration.products
+        guard let snapshot = try AccessSnapshot.load(userId: userId, now: now,
+                                                     cadence: { catalog[$0]?.cadence ?? Cadence.inferred(fromProductId: $0) }, on: db) else {
+            throw APIError.unavailable()
+        }
+        var json = snapshot.json
+        if case .object(var object) = json {
+            object["transaction"] = ["duplicate": .bool(outcome.duplicate), "binding": .string(decision.label)]
+            json = .object(object)
+        }
+        var response = HTTPResponse.json(.ok, json)
+        response.headers["Cache-Control"] = "no-store"
+        return response
+    }
+}
+
+extension AppleBinding.Decision {
+    var label: String {
+        switch self {
+        case .bound: return "bound"
+        case .alreadyOwned: return "already_owned"
+        case .moved: return "moved"
+        case .denied: return "denied"
+        }
+    }
+}
