@@ -41,7 +41,8 @@ extension RPCMethodRegistry {
             let actor = try request.params.requireActor()
             let reason = try request.params.optionalString("reason", maxLength: 255)
             let now = context.clock.now()
-            let result = try UserAdmin.delete(userId: userId, actor: actor, reason: reason, now: now, on: try context.requireDatabase())
+            let result = try UserAdmin.delete(userId: userId, actor: actor, reason: reason, now: now,
+                                              policy: context.billing.configuration.binding.policy, on: try context.requireDatabase())
             return ["userId": .string(userId), "deleted": .bool(!result.alreadyDeleted), "alreadyDeleted": .bool(result.alreadyDeleted),
                     "unboundSubscriptions": .array(result.unboundSubscriptions.map(JSON.string)),
                     "grantsUntouched": .array(result.grantsUntouched.map { $0.json(at: now) }),

@@ -78,6 +78,7 @@ public enum UserAdmin {
     /// Grants and campaign memberships are not revoked: the answer and the audit list them,
     /// so an operator who wants them ended says so with grants.revoke.
     public static func delete(userId: String, actor: String, reason: String?, now: Timestamp,
+                              policy: BillingConfiguration.Binding.Policy = .deny,
                               on db: DatabaseConnection) throws -> DeleteResult {
         try db.transaction(retries: 3, isolation: .readCommitted) { db -> DeleteResult in
             guard let user = try db.queryOne("SELECT deleted_at FROM billing_users WHERE id = \(userId) FOR UPDATE") else {
@@ -94,6 +95,16 @@ public enum UserAdmin {
                 .map { (row) throws(DatabaseError) -> String in try row.string("subscription_id") }
             try db.execute("UPDATE billing_users SET deleted_at = \(now) WHERE id = \(userId)")
             try db.execute("DELETE FROM billing_subscriptions WHERE user_id = \(userId)")
+            // App Store subscriptions he owned are free to be bound again (audited per subscription).
+            let bindings = try db.query("SELECT original_transaction_id FROM billing_apple_bindings WHERE user_id = \(userId) FOR UPDATE")
+            for binding in bindings {
+                let subscription = try binding.string("original_transaction_id")
+                try db.execute("""
+                    INSERT INTO billing_binding_audit (original_transaction_id, action, user_id, policy, created_at)
+                    VALUES (\(subscription), 'unbound', \(userId), \(policy.rawValue), \(now))
+                    """)
+            }
+            try db.execute("DELETE FROM billing_apple_bindings WHERE user_id = \(userId)")
             try db.execute("""
                 UPDATE billing_access SET revision = revision + 1, tier = 'free', phase = 'none', subscription_id = NULL,
                   product_id = NULL, expires_at = NULL, will_renew = 0, updated_at = \(now)

@@ -184,11 +184,20 @@ public enum BillingRPCMethods {
         return registry
     }
 
-    /// How `events.retryQuarantined` re-runs each provider's quarantined deliveries. A
-    /// provider feature registers its replayer here (`replayers.register(provider:)`); the
-    /// RevenueCat route quarantines nothing it could re-verify (its only check is the
-    /// shared secret, which a stored body cannot prove), so it registers none.
+    /// How `events.retryQuarantined` re-runs each provider's quarantined deliveries: App Store
+    /// notifications are verified again with the current trust settings. The RevenueCat
+    /// route quarantines nothing it could re-verify (its only check is the shared secret,
+    /// which a stored body cannot prove), so it registers none.
     public static func quarantineReplayers() -> QuarantineReplayers {
-        QuarantineReplayers()
+        var replayers = QuarantineReplayers()
+        replayers.register(provider: EventProvider.appleNotification.rawValue) { delivery, services, now, db in
+            let outcome = try AppleQuarantineReplay.replay(body: delivery.payload, services: services, now: now, on: db)
+            switch outcome.result {
+            case .applied: return .applied(eventId: outcome.eventId ?? 0)
+            case .duplicate: return .duplicate(eventId: outcome.eventId)
+            default: return .stillFailing(reason: outcome.reason ?? outcome.result.rawValue)
+            }
+        }
+        return replayers
     }
 }
