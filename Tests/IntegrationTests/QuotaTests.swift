@@ -59,7 +59,7 @@ import Testing
         }
 
         func setEnforcement(_ value: Enforcement) throws {
-            try db.execute("UPDATE billing_flags SET value = \(value.rawValue) WHERE name = 'enforcement'")
+            _ = try BillingFlags.setEnforcement(value, actor: "quota-tests", now: QuotaTests.t0, on: db)
             services.flags.invalidate()
         }
     }

@@ -365,13 +365,18 @@ class UsersAndEvents(unittest.TestCase):
         self.assertEqual(ok("access.get", {"userId": user})["store"], [])
         self.assertEqual(error("users.delete", {"userId": new_user(), "actor": ACTOR})["code"], 1001)
 
-    def test_retry_quarantined_without_a_replayer_reports_each_row(self):
+    def test_retry_quarantined_reports_each_row(self):
+        # A provider without a replayer (client posts are never quarantined) and an App Store
+        # notification whose body still does not verify.
         mariadb("INSERT INTO billing_quarantine (provider, reason, payload_sha256, payload, received_at, last_received_at) "
-                "VALUES ('apple_notification', 'untrusted_chain', SHA2(UUID(), 256), '{}', NOW(3), NOW(3))")
-        qid = int(mariadb("SELECT MAX(id) FROM billing_quarantine").strip())
-        result = ok("events.retryQuarantined", {"ids": [qid, 987654321], "actor": ACTOR})
+                "VALUES ('apple_transaction', 'untrusted_chain', SHA2(UUID(), 256), '{}', NOW(3), NOW(3))")
+        no_replayer = int(mariadb("SELECT MAX(id) FROM billing_quarantine").strip())
+        mariadb("INSERT INTO billing_quarantine (provider, reason, payload_sha256, payload, received_at, last_received_at) "
+                "VALUES ('apple_notification', 'untrusted_chain', SHA2(UUID(), 256), '{\"signedPayload\": \"x.y.z\"}', NOW(3), NOW(3))")
+        still_failing = int(mariadb("SELECT MAX(id) FROM billing_quarantine").strip())
+        result = ok("events.retryQuarantined", {"ids": [no_replayer, still_failing, 987654321], "actor": ACTOR})
         outcomes = {r["id"]: r["outcome"] for r in result["results"]}
-        self.assertEqual(outcomes, {qid: "no_replayer", 987654321: "not_found"})
+        self.assertEqual(outcomes, {no_replayer: "no_replayer", still_failing: "still_failing", 987654321: "not_found"})
         self.assertIn("results", ok("events.retryQuarantined", {"all": True, "actor": ACTOR}))
 
 

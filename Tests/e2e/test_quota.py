@@ -8,17 +8,12 @@ import time
 import unittest
 import uuid
 
-from billing import REPO, VAR_DIR, request, rpc
+from billing import REPO, request, rpc
 
 
 def token(user):
     return subprocess.run([os.path.join(REPO, "scripts", "dev-token"), user], check=True,
                           capture_output=True, text=True).stdout.strip()
-
-
-def sql(statement):
-    subprocess.run(["mariadb", "--no-defaults", "-S", os.path.join(VAR_DIR, "run", "mariadb.sock"), "-uroot",
-                    "billing", "-e", statement], check=True)
 
 
 def snapshot(tok):
@@ -29,9 +24,8 @@ def snapshot(tok):
 
 def set_enforcement(value, tok):
     """Flips the flag and waits (bounded) until the workers see it (cached at most 1 s)."""
-    result = rpc("flags.set", {"enforcement": value, "actor": "e2e"}) if HAS_FLAGS_RPC() else None
-    if result is None or "error" in result:
-        sql(f"UPDATE billing_flags SET value = '{value}' WHERE name = 'enforcement'")
+    result = rpc("flags.set", {"enforcement": value, "actor": "e2e"})
+    assert "error" not in result, result
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         # Each worker thread may answer; require several agreeing answers in a row.
@@ -39,11 +33,6 @@ def set_enforcement(value, tok):
             return
         time.sleep(0.2)
     raise AssertionError(f"workers did not see enforcement={value}")
-
-
-def HAS_FLAGS_RPC():
-    methods = rpc("system.listMethods").get("result", [])
-    return any(m["name"] == "flags.set" for m in methods)
 
 
 def consume(tok, key, meter="recurringGeneration", amount=1):
