@@ -81,6 +81,20 @@ public enum AccessProjector {
         return events
     }
 
+    /// The known receivers of the transfers made by `senders` after `after`: whose fold
+    /// includes the senders' events from before (the inverse of `senderEvents`).
+    static func transferReceivers(senders: [String], after: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> [String] {
+        guard !senders.isEmpty else { return [] }
+        let ids = senders.map(SQLValue.string)
+        return try db.query("""
+            SELECT DISTINCT r.user_id FROM billing_events t
+            JOIN billing_event_parties r ON r.event_id = t.id AND r.role = 'transfer_to'
+            WHERE t.kind = 'transfer' AND t.status = 'applied' AND t.intrinsic_at > \(after) AND (
+              t.id IN (SELECT event_id FROM billing_event_parties WHERE role = 'transfer_from' AND user_id IN (\(list: ids)))
+              OR t.id IN (SELECT event_id FROM billing_event_user_candidates WHERE role = 'transfer_from' AND candidate_id IN (\(list: ids))))
+            """).map { (row) throws(DatabaseError) -> String in try row.string("user_id") }
+    }
+
     private static func senderEvents(transferId: UInt64, before: Timestamp?, on db: DatabaseConnection) throws(DatabaseError) -> [StoreEvent] {
         guard let before else { return [] }
         let senders = try db.query("""

@@ -81,6 +81,13 @@ public enum EventIngestion {
         case .ignored, .failed:
             break
         }
+        // A transfer moves what its sender had before it. When one of the sender's earlier
+        // events arrives after the transfer, the receivers must fold again too, or arrival
+        // order would decide what they get.
+        if event.kind != .transfer, event.isApplicable, let at = event.intrinsicAt, status == .applied || status == .unmatched {
+            let receivers = try AccessProjector.transferReceivers(senders: subject.map { [$0] } ?? subjectCandidates, after: at, on: db)
+            folded = Array(Set(folded + receivers)).sorted()  // one lock order for every caller
+        }
         for user in folded { _ = try AccessProjector.refold(userId: user, now: now, on: db) }
         return Outcome(duplicate: false, status: status, eventId: eventId, users: folded)
     }
