@@ -124,6 +124,20 @@ private func snapshot(_ user: String, on db: DatabaseConnection) throws -> Acces
         }
     }
 
+    @Test func lateEventOfAnUnknownSenderReachesTheKnownReceiver() throws {
+        try withMigratedDatabase { db in
+            let sender = newUser(), receiver = newUser()
+            try UserDirectory.ensureKnown(receiver, source: .token, createdAt: now, now: now, on: db)
+            let transfer = event(.transfer, "TRANSFER", at: -1, sub: "", from: [sender], to: [receiver])
+            #expect(try ingest(transfer, candidates: [receiver], on: db).status == .applied)
+            #expect(try snapshot(receiver, on: db).tier == .free)
+            let purchase = event(.purchase, "INITIAL_PURCHASE", at: -3, expires: 720, sub: "s-\(sender)")
+            let outcome = try ingest(purchase, candidates: [sender], on: db)
+            #expect(outcome.status == .unmatched && outcome.users == [receiver])
+            #expect(try snapshot(receiver, on: db).tier == .plus)
+        }
+    }
+
     @Test func transferToAUserWhoAppearsLater() throws {
         try withMigratedDatabase { db in
             let sender = newUser(), receiver = newUser()

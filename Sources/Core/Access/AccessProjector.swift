@@ -10,6 +10,9 @@ public enum AccessProjector {
         public var revision: UInt64
         public var changed: Bool
         public var projection: StoreProjection
+        /// Intrinsic time of the latest transfer in which this user gave his store access
+        /// away; an earlier event of his arriving now must re-fold the receivers too.
+        public var lastTransferOutAt: Timestamp?
     }
 
     public static func refold(userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> Result {
@@ -35,7 +38,9 @@ public enum AccessProjector {
               updated_at = IF(\(changed), \(now), updated_at)
             WHERE user_id = \(userId)
             """)
-        return Result(revision: newRevision, changed: changed, projection: projection)
+        let transfersOut = events.filter { $0.kind == .transfer && $0.transferredFrom.contains(userId) }
+        return Result(revision: newRevision, changed: changed, projection: projection,
+                      lastTransferOutAt: transfersOut.compactMap(\.intrinsicAt).max())
     }
 
     /// Creates the access row if needed and takes its exclusive lock (held to commit).
@@ -86,12 +91,18 @@ public enum AccessProjector {
     static func transferReceivers(senders: [String], after: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> [String] {
         guard !senders.isEmpty else { return [] }
         let ids = senders.map(SQLValue.string)
+        // Two indexed lookups from the senders' side (a UNION, not `IN (...) OR IN (...)`,
+        // which MariaDB answers by scanning the whole inbox).
         return try db.query("""
-            SELECT DISTINCT r.user_id FROM billing_events t
-            JOIN billing_event_parties r ON r.event_id = t.id AND r.role = 'transfer_to'
-            WHERE t.kind = 'transfer' AND t.status = 'applied' AND t.intrinsic_at > \(after) AND (
-              t.id IN (SELECT event_id FROM billing_event_parties WHERE role = 'transfer_from' AND user_id IN (\(list: ids)))
-              OR t.id IN (SELECT event_id FROM billing_event_user_candidates WHERE role = 'transfer_from' AND candidate_id IN (\(list: ids))))
+            SELECT r.user_id FROM billing_event_parties s
+            JOIN billing_events t ON t.id = s.event_id
+            JOIN billing_event_parties r ON r.event_id = s.event_id AND r.role = 'transfer_to'
+            WHERE s.user_id IN (\(list: ids)) AND s.role = 'transfer_from' AND t.intrinsic_at > \(after)
+            UNION
+            SELECT r.user_id FROM billing_event_user_candidates c
+            JOIN billing_events t ON t.id = c.event_id
+            JOIN billing_event_parties r ON r.event_id = c.event_id AND r.role = 'transfer_to'
+            WHERE c.candidate_id IN (\(list: ids)) AND c.role = 'transfer_from' AND t.intrinsic_at > \(after)
             """).map { (row) throws(DatabaseError) -> String in try row.string("user_id") }
     }
 
@@ -102,11 +113,17 @@ public enum AccessProjector {
             UNION SELECT candidate_id AS id FROM billing_event_user_candidates WHERE event_id = \(transferId) AND role = 'transfer_from'
             """).map { (row) throws(DatabaseError) -> SQLValue in .string(try row.string("id")) }
         guard !senders.isEmpty else { return [] }
+        // A UNION of two indexed lookups: `e.id IN (...) OR e.id IN (...)` scanned the inbox.
         return try db.query("""
-            SELECT \(unsafeRaw: EventInbox.columns) FROM billing_events e
-            WHERE e.kind <> 'transfer' AND e.intrinsic_at < \(before) AND e.status IN ('applied', 'unmatched') AND (
-              e.id IN (SELECT event_id FROM billing_event_parties WHERE role = 'subject' AND user_id IN (\(list: senders)))
-              OR e.id IN (SELECT event_id FROM billing_event_user_candidates WHERE role = 'subject' AND candidate_id IN (\(list: senders))))
+            SELECT \(unsafeRaw: EventInbox.columns) FROM billing_event_parties p
+            JOIN billing_events e ON e.id = p.event_id
+            WHERE p.user_id IN (\(list: senders)) AND p.role = 'subject'
+              AND e.kind <> 'transfer' AND e.intrinsic_at < \(before) AND e.status IN ('applied', 'unmatched')
+            UNION
+            SELECT \(unsafeRaw: EventInbox.columns) FROM billing_event_user_candidates c
+            JOIN billing_events e ON e.id = c.event_id
+            WHERE c.candidate_id IN (\(list: senders)) AND c.role = 'subject'
+              AND e.kind <> 'transfer' AND e.intrinsic_at < \(before) AND e.status IN ('applied', 'unmatched')
             """).map { (row) throws(DatabaseError) -> StoreEvent in try StoreEvent(row: row) }
     }
 }
