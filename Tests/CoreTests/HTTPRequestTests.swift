@@ -62,6 +62,10 @@ import Testing
         #expect(token("Basic abc") == nil)
         #expect(token("Bearer") == nil)
         #expect(token("Bearer ") == nil)
+        #expect(token("Bearer \t a b \t") == "a b")
+        #expect(token("Bearer \t ") == nil)
+        let long = String(repeating: "x", count: 900)
+        #expect(token("Bearer " + long + "  ") == long)
     }
 
     @Test func queryDecodingKeepsInvalidEscapes() {

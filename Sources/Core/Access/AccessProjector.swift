@@ -10,15 +10,15 @@ public enum AccessProjector {
         public var revision: UInt64
         public var changed: Bool
         public var projection: StoreProjection
+        /// Intrinsic time of the latest transfer in which this user gave his store access
+        /// away; an earlier event of his arriving now must re-fold the receivers too.
+        public var lastTransferOutAt: Timestamp?
     }
 
     public static func refold(userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> Result {
-        let revision = try lockAccessRow(userId: userId, now: now, on: db)
+        let (revision, stored) = try lockAccessRowReadingStored(userId: userId, now: now, on: db)
         let events = try loadEvents(userId: userId, on: db)
         let projection = StoreFold.fold(events, userId: userId)
-
-        let stored = try db.query("SELECT \(unsafeRaw: SubscriptionState.columns) FROM billing_subscriptions s WHERE s.user_id = \(userId) ORDER BY s.subscription_id")
-            .map { (row) throws(DatabaseError) -> SubscriptionState in try SubscriptionState(row: row) }
         let changed = stored != projection.subscriptions
         if changed {
             try db.execute("DELETE FROM billing_subscriptions WHERE user_id = \(userId)")
@@ -35,7 +35,9 @@ public enum AccessProjector {
               updated_at = IF(\(changed), \(now), updated_at)
             WHERE user_id = \(userId)
             """)
-        return Result(revision: newRevision, changed: changed, projection: projection)
+        let transfersOut = events.filter { $0.kind == .transfer && $0.transferredFrom.contains(userId) }
+        return Result(revision: newRevision, changed: changed, projection: projection,
+                      lastTransferOutAt: transfersOut.compactMap(\.intrinsicAt).max())
     }
 
     /// Creates the access row if needed and takes its exclusive lock (held to commit).
@@ -51,6 +53,25 @@ public enum AccessProjector {
             throw DatabaseError.misuse("billing_access row vanished under its lock")
         }
         return try row.uint64("revision")
+    }
+
+    /// `lockAccessRow` that also reads the stored subscriptions in the locking statement
+    /// (one round trip less per event ingested).
+    private static func lockAccessRowReadingStored(userId: String, now: Timestamp,
+                                                   on db: DatabaseConnection) throws(DatabaseError) -> (UInt64, [SubscriptionState]) {
+        try db.execute("""
+            INSERT INTO billing_access (user_id, revision, updated_at) VALUES (\(userId), 0, \(now))
+            ON DUPLICATE KEY UPDATE user_id = user_id
+            """)
+        let rows = try db.query("""
+            SELECT a.revision, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
+            LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
+            WHERE a.user_id = \(userId) ORDER BY s.subscription_id FOR UPDATE
+            """)
+        guard let first = rows.first else { throw DatabaseError.misuse("billing_access row vanished under its lock") }
+        var stored: [SubscriptionState] = []
+        for row in rows where !row["subscription_id"].isNull { stored.append(try SubscriptionState(row: row)) }
+        return (try first.uint64("revision"), stored)
     }
 
     /// The user's applied events, and for each transfer *to* him the sender's events from
@@ -81,6 +102,26 @@ public enum AccessProjector {
         return events
     }
 
+    /// The known receivers of the transfers made by `senders` after `after`: whose fold
+    /// includes the senders' events from before (the inverse of `senderEvents`).
+    static func transferReceivers(senders: [String], after: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> [String] {
+        guard !senders.isEmpty else { return [] }
+        let ids = senders.map(SQLValue.string)
+        // Two indexed lookups from the senders' side (a UNION, not `IN (...) OR IN (...)`,
+        // which MariaDB answers by scanning the whole inbox).
+        return try db.query("""
+            SELECT r.user_id FROM billing_event_parties s
+            JOIN billing_events t ON t.id = s.event_id
+            JOIN billing_event_parties r ON r.event_id = s.event_id AND r.role = 'transfer_to'
+            WHERE s.user_id IN (\(list: ids)) AND s.role = 'transfer_from' AND t.intrinsic_at > \(after)
+            UNION
+            SELECT r.user_id FROM billing_event_user_candidates c
+            JOIN billing_events t ON t.id = c.event_id
+            JOIN billing_event_parties r ON r.event_id = c.event_id AND r.role = 'transfer_to'
+            WHERE c.candidate_id IN (\(list: ids)) AND c.role = 'transfer_from' AND t.intrinsic_at > \(after)
+            """).map { (row) throws(DatabaseError) -> String in try row.string("user_id") }
+    }
+
     private static func senderEvents(transferId: UInt64, before: Timestamp?, on db: DatabaseConnection) throws(DatabaseError) -> [StoreEvent] {
         guard let before else { return [] }
         let senders = try db.query("""
@@ -88,11 +129,17 @@ public enum AccessProjector {
             UNION SELECT candidate_id AS id FROM billing_event_user_candidates WHERE event_id = \(transferId) AND role = 'transfer_from'
             """).map { (row) throws(DatabaseError) -> SQLValue in .string(try row.string("id")) }
         guard !senders.isEmpty else { return [] }
+        // A UNION of two indexed lookups: `e.id IN (...) OR e.id IN (...)` scanned the inbox.
         return try db.query("""
-            SELECT \(unsafeRaw: EventInbox.columns) FROM billing_events e
-            WHERE e.kind <> 'transfer' AND e.intrinsic_at < \(before) AND e.status IN ('applied', 'unmatched') AND (
-              e.id IN (SELECT event_id FROM billing_event_parties WHERE role = 'subject' AND user_id IN (\(list: senders)))
-              OR e.id IN (SELECT event_id FROM billing_event_user_candidates WHERE role = 'subject' AND candidate_id IN (\(list: senders))))
+            SELECT \(unsafeRaw: EventInbox.columns) FROM billing_event_parties p
+            JOIN billing_events e ON e.id = p.event_id
+            WHERE p.user_id IN (\(list: senders)) AND p.role = 'subject'
+              AND e.kind <> 'transfer' AND e.intrinsic_at < \(before) AND e.status IN ('applied', 'unmatched')
+            UNION
+            SELECT \(unsafeRaw: EventInbox.columns) FROM billing_event_user_candidates c
+            JOIN billing_events e ON e.id = c.event_id
+            WHERE c.candidate_id IN (\(list: senders)) AND c.role = 'subject'
+              AND e.kind <> 'transfer' AND e.intrinsic_at < \(before) AND e.status IN ('applied', 'unmatched')
             """).map { (row) throws(DatabaseError) -> StoreEvent in try StoreEvent(row: row) }
     }
 }

@@ -86,7 +86,23 @@ public enum EventIngestion {
         case .ignored, .failed:
             break
         }
-        for user in folded { _ = try AccessProjector.refold(userId: user, now: now, on: db) }
+        var results: [String: AccessProjector.Result] = [:]
+        for user in folded { results[user] = try AccessProjector.refold(userId: user, now: now, on: db) }
+        // A transfer moves what its sender had before it. When one of the sender's earlier
+        // events arrives after the transfer, the receivers must fold again too, or arrival
+        // order would decide what they get. The sender's fold tells whether he ever gave
+        // anything away, so the common case costs no query. (Receivers are locked after the
+        // sender here, outside the sorted order; a rare deadlock this makes is retried.)
+        if event.kind != .transfer, event.isApplicable, let at = event.intrinsicAt {
+            var senders: [String] = []
+            if status == .applied, let subject, let last = results[subject]?.lastTransferOutAt, last > at { senders = [subject] }
+            if status == .unmatched { senders = subjectCandidates }
+            let receivers = try AccessProjector.transferReceivers(senders: senders, after: at, on: db)
+            for user in Set(receivers).subtracting(folded).sorted() {
+                _ = try AccessProjector.refold(userId: user, now: now, on: db)
+                folded.append(user)
+            }
+        }
         return Outcome(duplicate: false, status: status, eventId: eventId, users: folded)
     }
 }
