@@ -2,15 +2,6 @@
 import Foundation
 import Testing
 
-/// Runs `body` on a fresh database with every migration of `sql/` applied.
-func withMigratedDatabase<T>(_ body: (DatabaseConnection) throws -> T) throws -> T {
-    try withTestDatabase { configuration, _ in
-        let db = DatabaseConnection(configuration: configuration)
-        _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: db)
-        return try body(db)
-    }
-}
-
 private let hour: Int64 = 3_600_000
 private let now = Timestamp(millisecondsSinceEpoch: 1_780_000_000_000)
 

@@ -228,14 +228,6 @@ import Testing
     }
 }
 
-/// A fresh database with every migration applied.
-func withMigratedDatabase<T>(_ body: (DatabaseConnection) throws -> T) throws -> T {
-    try withTestConnection { db in
-        _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: db)
-        return try body(db)
-    }
-}
-
 extension String {
     func leftPadded(_ width: Int) -> String {
         count >= width ? self : String(repeating: "0", count: width - count) + self

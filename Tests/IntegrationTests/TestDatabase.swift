@@ -65,6 +65,14 @@ func withTestConnection<T>(_ body: (DatabaseConnection) throws -> T) throws -> T
     try withTestDatabase { configuration, _ in try body(DatabaseConnection(configuration: configuration)) }
 }
 
+/// Runs `body` on a fresh database with every migration of `sql/` applied.
+func withMigratedDatabase<T>(_ body: (DatabaseConnection) throws -> T) throws -> T {
+    try withTestConnection { db in
+        _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: db)
+        return try body(db)
+    }
+}
+
 /// Runs `body` on its own thread (connections are thread-confined and blocking) and
 /// returns a function that waits for its result.
 func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) -> () throws -> T {
