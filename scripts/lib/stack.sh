@@ -20,7 +20,7 @@ stack_defaults() {
     DB_DIR=$BILLING_VAR_DIR/mariadb
     DB_SOCKET=$RUN_DIR/mariadb.sock
     RPC_SOCKET=$RUN_DIR/billing-rpc.sock
-    mkdir -p "$RUN_DIR" "$LOG_DIR" "$BILLING_VAR_DIR/secrets" "$BILLING_VAR_DIR/nginx/tmp"
+    mkdir -p "$RUN_DIR" "$RUN_DIR/metrics" "$LOG_DIR" "$BILLING_VAR_DIR/secrets" "$BILLING_VAR_DIR/nginx/tmp"
     chmod 700 "$BILLING_VAR_DIR/secrets"
 }
 
@@ -213,7 +213,7 @@ config = {
     "database": {"socket": "$DB_SOCKET", "user": "billing", "name": "billing",
                  "passwordFile": "$BILLING_VAR_DIR/secrets/db-password",
                  "connectTimeoutSeconds": 2, "readTimeoutSeconds": 10, "writeTimeoutSeconds": 10},
-    "server": {"threadsPerWorker": $BILLING_THREADS, "maxBodyBytes": 1048576},
+    "server": {"threadsPerWorker": $BILLING_THREADS, "maxBodyBytes": 1048576, "metricsDirectory": "$RUN_DIR/metrics"},
     "admin": {"socket": "$RPC_SOCKET"},
     "auth": {"keysFile": "$BILLING_VAR_DIR/dev-token-keys.json", "issuer": "$DEV_TOKEN_ISSUER",
              "audience": "$DEV_TOKEN_AUDIENCE", "leewaySeconds": 60},
@@ -355,6 +355,7 @@ stack_print() {
     cat <<TXT
 FCGIBilling is up.
   API          http://127.0.0.1:$BILLING_HTTP_PORT/api/v1/health
+  metrics      http://127.0.0.1:$BILLING_HTTP_PORT/metrics   (Prometheus text, all workers; 127.0.0.1 only)
   workers      $BILLING_WORKERS × $BILLING_THREADS threads, sockets $RUN_DIR/worker-N.sock
   admin RPC    $RPC_SOCKET   (scripts/billing-admin system.health)
   MariaDB      socket $DB_SOCKET, port $BILLING_DB_PORT, database billing
