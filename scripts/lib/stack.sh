@@ -41,7 +41,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # ---------------------------------------------------------------- packages and build
 
 STACK_PACKAGES=(pkg-config libfcgi-dev libmariadb-dev libssl-dev libjansson-dev
-                mariadb-server mariadb-client nginx-light wrk curl python3 openssl procps)
+                mariadb-server mariadb-client nginx-light wrk curl python3 python3-venv openssl procps)
 
 ensure_packages() {
     local missing=() p
