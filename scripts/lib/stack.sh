@@ -121,7 +121,10 @@ s.settimeout(1)
 s.connect(sys.argv[1])
 PY
         then return 0; fi
-        pid_alive "$pidfile" "$name" || { tail -n 20 "$logfile" >&2 2>/dev/null; die "$name exited during start-up (log: $logfile)"; }
+        # The pid was written by us just now; right after `setsid … &` it may still be the
+        # forked shell (its cmdline not yet $name), so liveness is kill -0, not pid_alive.
+        kill -0 "$(cat "$pidfile" 2>/dev/null)" 2>/dev/null \
+            || { tail -n 20 "$logfile" >&2 2>/dev/null; die "$name exited during start-up (log: $logfile)"; }
         sleep 0.1
     done
     tail -n 20 "$logfile" >&2 2>/dev/null
