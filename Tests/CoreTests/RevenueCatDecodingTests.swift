@@ -29,6 +29,28 @@ import Testing
         #expect(e.expiresAt == Timestamp(millisecondsSinceEpoch: 1_700_604_800_000))
     }
 
+    /// Found by schemathesis: these reached the inbox's CHECK constraints and answered 500.
+    @Test func currencyIsNeverLeftForTheDatabaseToRefuse() throws {
+        func decode(_ extra: JSONObject) throws -> StoreEvent {
+            var event: JSONObject = ["id": "EVT-C", "type": "RENEWAL", "app_user_id": .string(user), "event_timestamp_ms": 1_700_000_000_000]
+            for (key, value) in extra { event[key] = value }
+            return try RevenueCatDelivery.decode(body(.object(event)), tiers: tiers, idPattern: .uuid).event
+        }
+        // An empty currency is no currency: a local price without one is unknown, not a 500.
+        let empty = try decode(["currency": "", "price_in_purchased_currency": 1.5])
+        #expect(empty.priceMilli == nil && empty.currency == nil)
+        let missing = try decode(["price_in_purchased_currency": 1.5])
+        #expect(missing.priceMilli == nil && missing.currency == nil)
+        // The USD price still counts when the local currency is unusable.
+        let usd = try decode(["currency": "", "price_in_purchased_currency": 1.5, "price": 1.99])
+        #expect(usd.priceMilli == 1990 && usd.currency == "USD")
+        for bad in ["E1R", "éA", "12", "€"] {
+            #expect(throws: PayloadError.self, "\(bad)") { try decode(["currency": .string(bad), "price": 1]) }
+        }
+        let fine = try decode(["currency": "chf", "price_in_purchased_currency": 2])
+        #expect(fine.priceMilli == 2000 && fine.currency == "CHF")
+    }
+
     @Test func mapsEveryType() throws {
         let cases: [(String, EventKind)] = [
             ("INITIAL_PURCHASE", .purchase), ("RENEWAL", .renewal), ("CANCELLATION", .cancellation),

@@ -20,7 +20,7 @@ stack_defaults() {
     DB_DIR=$BILLING_VAR_DIR/mariadb
     DB_SOCKET=$RUN_DIR/mariadb.sock
     RPC_SOCKET=$RUN_DIR/billing-rpc.sock
-    mkdir -p "$RUN_DIR" "$LOG_DIR" "$BILLING_VAR_DIR/secrets" "$BILLING_VAR_DIR/nginx/tmp"
+    mkdir -p "$RUN_DIR" "$RUN_DIR/metrics" "$LOG_DIR" "$BILLING_VAR_DIR/secrets" "$BILLING_VAR_DIR/nginx/tmp"
     chmod 700 "$BILLING_VAR_DIR/secrets"
 }
 
@@ -41,7 +41,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # ---------------------------------------------------------------- packages and build
 
 STACK_PACKAGES=(pkg-config libfcgi-dev libmariadb-dev libssl-dev libjansson-dev
-                mariadb-server mariadb-client nginx-light wrk curl python3 openssl procps)
+                mariadb-server mariadb-client nginx-light wrk curl python3 python3-venv openssl procps)
 
 ensure_packages() {
     local missing=() p
@@ -140,7 +140,10 @@ s.settimeout(1)
 s.connect(sys.argv[1])
 PY
         then return 0; fi
-        pid_alive "$pidfile" "$name" || { tail -n 20 "$logfile" >&2 2>/dev/null; die "$name exited during start-up (log: $logfile)"; }
+        # The pid was written by us just now; right after `setsid … &` it may still be the
+        # forked shell (its cmdline not yet $name), so liveness is kill -0, not pid_alive.
+        kill -0 "$(cat "$pidfile" 2>/dev/null)" 2>/dev/null \
+            || { tail -n 20 "$logfile" >&2 2>/dev/null; die "$name exited during start-up (log: $logfile)"; }
         sleep 0.1
     done
     tail -n 20 "$logfile" >&2 2>/dev/null
@@ -232,7 +235,7 @@ config = {
     "database": {"socket": "$DB_SOCKET", "user": "billing", "name": "billing",
                  "passwordFile": "$BILLING_VAR_DIR/secrets/db-password",
                  "connectTimeoutSeconds": 2, "readTimeoutSeconds": 10, "writeTimeoutSeconds": 10},
-    "server": {"threadsPerWorker": $BILLING_THREADS, "maxBodyBytes": 1048576},
+    "server": {"threadsPerWorker": $BILLING_THREADS, "maxBodyBytes": 1048576, "metricsDirectory": "$RUN_DIR/metrics"},
     "admin": {"socket": "$RPC_SOCKET"},
     "auth": {"keysFile": "$BILLING_VAR_DIR/dev-token-keys.json", "issuer": "$DEV_TOKEN_ISSUER",
              "audience": "$DEV_TOKEN_AUDIENCE", "leewaySeconds": 60},
@@ -374,6 +377,7 @@ stack_print() {
     cat <<TXT
 FCGIBilling is up.
   API          http://127.0.0.1:$BILLING_HTTP_PORT/api/v1/health
+  metrics      http://127.0.0.1:$BILLING_HTTP_PORT/metrics   (Prometheus text, all workers; 127.0.0.1 only)
   workers      $BILLING_WORKERS × $BILLING_THREADS threads, sockets $RUN_DIR/worker-N.sock
   admin RPC    $RPC_SOCKET   (scripts/billing-admin system.health)
   MariaDB      socket $DB_SOCKET, port $BILLING_DB_PORT, database billing

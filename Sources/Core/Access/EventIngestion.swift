@@ -15,6 +15,17 @@ public enum EventIngestion {
         }
     }
 
+    /// The metrics' name for what became of a delivery.
+    public static func metricsOutcome(_ outcome: Outcome) -> BillingMetrics.WebhookOutcome {
+        if outcome.duplicate { return .duplicate }
+        switch outcome.status {
+        case .applied: return .applied
+        case .unmatched: return .unmatched
+        case .ignored: return .ignored
+        case .failed, nil: return .quarantined
+        }
+    }
+
     /// - Parameter subjectCandidates: ids that may name the buyer, in preference order,
     ///   already filtered by `users.idPattern`.
     ///   - resolveSubject: when given, decides the subject candidates inside the ingestion

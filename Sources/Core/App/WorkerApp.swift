@@ -13,6 +13,7 @@ public enum WorkerApp {
           --threads N          override server.threadsPerWorker
           --max-body BYTES     override server.maxBodyBytes
           --max-requests N     stop gracefully after N requests, for a supervisor to restart (default 0: never)
+          --metrics-dir PATH   override server.metricsDirectory (default: metrics/ beside the socket)
 
         Signals: TERM/INT/QUIT stop accepting, finish in-flight requests and exit 0; USR1/HUP reopen logs.
 
@@ -25,6 +26,7 @@ public enum WorkerApp {
         var threads: Int?
         var maxBody: Int?
         var maxRequests = 0
+        var metricsDirectory: String?
     }
 
     /// Runs the worker; returns the process exit status (0 graceful stop, 1 start-up
@@ -51,6 +53,7 @@ public enum WorkerApp {
             case "--max-requests":
                 guard let n = Int(value), n >= 0 else { return usageError("--max-requests must be a non-negative integer") }
                 options.maxRequests = n
+            case "--metrics-dir": options.metricsDirectory = value
             default: return usageError("unknown option \(argument)")
             }
         }
@@ -76,10 +79,27 @@ public enum WorkerApp {
         serverOptions.pool.maxBodyBytes = options.maxBody ?? configuration.server.maxBodyBytes
         serverOptions.pool.maxRequests = options.maxRequests
 
+        // Metrics: counted in this process, published every second to the shared directory
+        // (one file per worker), aggregated by whichever worker nginx sends /metrics to.
+        var router = BillingRoutes.makeRouter()
+        let directory = MetricsDirectory(path: options.metricsDirectory ?? configuration.server.metricsDirectory
+                                         ?? MetricsDirectory.beside(socketPath: socket).path)
+        let metrics = WorkerMetrics(worker: WorkerMetrics.workerName(socketPath: socket), threads: serverOptions.pool.threads,
+                                    routes: router.patterns + [MetricsRoute.path], startedAt: services.clock.now())
+        router.get(MetricsRoute.path, MetricsRoute.handler(own: metrics, directory: directory))
+        let publisher = MetricsPublisher(metrics: metrics, directory: directory, clock: services.clock)
+        // Before the publisher thread exists, so it inherits the mask and no signal is
+        // delivered to it (FastCGIServer.run blocks them again; that is harmless).
+        ProcessSignals.blockHandledSignals()
+        if !publisher.start() {
+            logger.warning("cannot start the metrics publisher thread", ["metrics.directory": .string(directory.path)])
+        }
+        defer { publisher.stop() }
+
         let databaseConfiguration = configuration.database
         return FastCGIServer.run(
-            options: serverOptions, router: BillingRoutes.makeRouter(), events: ServerEvents.sink(logger),
-            reopenLogs: { logger.sink.reopen() },
+            options: serverOptions, router: router, events: ServerEvents.sink(logger),
+            reopenLogs: { logger.sink.reopen() }, metrics: metrics, accessLog: logger,
             makeContext: { index in
                 // One MariaDB connection per thread, opened lazily on first use.
                 let database = DatabaseConnection(configuration: databaseConfiguration)

@@ -55,6 +55,7 @@ extension BillingConfiguration {
             r.int("maxBodyBytes", into: &server.maxBodyBytes, range: 1024...(64 << 20))
             r.int("socketMode", into: &server.socketMode, range: 0...0o777)
             r.int("backlog", into: &server.backlog, range: 1...65_535)
+            r.optionalString("metricsDirectory", into: &server.metricsDirectory)
         }
         reader.section("admin") { r in
             r.string("socket", into: &admin.socket)

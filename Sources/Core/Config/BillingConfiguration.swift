@@ -30,6 +30,10 @@ public struct BillingConfiguration: Sendable, CustomStringConvertible {
         public var socketMode = 0o660
         /// listen(2) backlog of each worker socket.
         public var backlog = 128
+        /// Where workers publish their metrics snapshots (`<worker>.json`) and where the
+        /// metrics route and `system.health` read them. nil: `metrics/` beside the worker
+        /// socket (billing-rpc: beside `admin.socket`).
+        public var metricsDirectory: String? = nil
         public init() {}
     }
 

@@ -39,6 +39,7 @@ extension DatabaseConnection {
                 if let isolation { try execute(isolation.statement) }
                 return try transactionOnce(body)
             } catch let error as DatabaseError where error.isDeadlockOrLockWait && attempt <= retries {
+                BillingMetrics.shared.databaseRetries.add()
                 Self.backoff(attempt: attempt)
             }
         }

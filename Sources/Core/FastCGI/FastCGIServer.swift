@@ -28,6 +28,7 @@ public enum FastCGIServer {
     public static func run(options: FastCGIServerOptions, router: Router,
                            events: @escaping ServerEvents.Sink = ServerEvents.standardError,
                            reopenLogs: () -> Void = {},
+                           metrics: WorkerMetrics? = nil, accessLog: Logger? = nil,
                            makeContext: @escaping FastCGIWorkerPool.ContextFactory) -> Int32 {
         ProcessSignals.blockHandledSignals()
         let listener: FastCGIListener
@@ -38,7 +39,7 @@ public enum FastCGIServer {
             return 1
         }
         let pool = FastCGIWorkerPool(listener: listener, configuration: options.pool, router: router,
-                                     events: events, makeContext: makeContext)
+                                     events: events, metrics: metrics, accessLog: accessLog, makeContext: makeContext)
         do {
             try pool.start()
         } catch {

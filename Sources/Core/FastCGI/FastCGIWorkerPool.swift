@@ -41,6 +41,10 @@ public final class FastCGIWorkerPool: Sendable {
     private let failed = Atomic<Bool>(false)
     private let served = Atomic<Int>(0)
     private let threadIDs = Mutex<[pthread_t]>([])
+    /// Requests by route and status, latency, busy threads (nil: not counted).
+    public let metrics: WorkerMetrics?
+    /// Receives one `request` line per answered request (nil: no access log).
+    private let accessLog: Logger?
 
     /// `requestStop` is called from a worker thread when the process should stop on its
     /// own (recycle, or a context that could not be built); by default it sends SIGTERM to
@@ -48,6 +52,7 @@ public final class FastCGIWorkerPool: Sendable {
     public init(listener: FastCGIListener, configuration: Configuration, router: Router,
                 events: @escaping ServerEvents.Sink = ServerEvents.standardError,
                 requestStop: @escaping @Sendable () -> Void = ProcessSignals.requestStop,
+                metrics: WorkerMetrics? = nil, accessLog: Logger? = nil,
                 makeContext: @escaping ContextFactory) {
         precondition(configuration.threads > 0, "a worker pool needs at least one thread")
         self.listener = listener
@@ -56,6 +61,8 @@ public final class FastCGIWorkerPool: Sendable {
         self.events = events
         self.requestStop = requestStop
         self.makeContext = makeContext
+        self.metrics = metrics
+        self.accessLog = accessLog
     }
 
     /// True when a thread could not start serving (its context factory threw).
@@ -117,8 +124,15 @@ public final class FastCGIWorkerPool: Sendable {
                 usleep(100_000)
                 continue
             }
-            handle(request, context: context)
+            let started = monotonicMicroseconds()
+            metrics?.busy.increment()
+            let answered = handle(request, context: context)
             request.finish()
+            let elapsed = monotonicMicroseconds() - started
+            metrics?.busy.decrement()
+            metrics?.served.add()
+            metrics?.record(route: answered.route, status: answered.status, microseconds: elapsed)
+            if let accessLog { logAccess(answered, microseconds: elapsed, context: context, to: accessLog) }
             let count = served.add(1, ordering: .relaxed).newValue
             if configuration.maxRequests > 0, count == configuration.maxRequests {
                 events(.notice, "max requests reached, recycling", ["worker.requests": String(count)])
@@ -127,7 +141,29 @@ public final class FastCGIWorkerPool: Sendable {
         }
     }
 
-    private func handle(_ connection: FastCGIRequest, context: RequestContext) {
+    /// What the access log and the metrics need of an answered request.
+    private struct Answered {
+        var id: String
+        var method: String
+        var path: String
+        var route: String?
+        var status: Int
+        var outcome: String?
+    }
+
+    /// One JSON line per request: id, method, route pattern, path, status, latency, outcome.
+    private func logAccess(_ answered: Answered, microseconds: Int, context: RequestContext, to logger: Logger) {
+        let outcome = answered.outcome ?? (answered.status < 400 ? "ok" : "error")
+        let level: LogLevel = answered.status >= 500 ? .warning : .info
+        logger.log(level, "request", fields: [
+            "request.id": .string(answered.id), "http.method": .string(answered.method),
+            "http.route": .string(answered.route ?? WorkerMetrics.unmatchedRoute), "http.path": .string(answered.path),
+            "http.status": .int(Int64(answered.status)), "duration.us": .int(Int64(microseconds)),
+            "outcome": .string(outcome), "worker.thread": .int(Int64(context.workerIndex)),
+        ])
+    }
+
+    private func handle(_ connection: FastCGIRequest, context: RequestContext) -> Answered {
         let params = connection.params()
         let requestID = RequestID.forParams(params)
         let plan = RequestBodyPolicy.plan(contentLength: params["CONTENT_LENGTH"], limit: configuration.maxBodyBytes)
@@ -145,16 +181,22 @@ public final class FastCGIWorkerPool: Sendable {
             refusal = error
         }
         let response: HTTPResponse
+        let httpRequest = HTTPRequest(fastCGIParams: params, body: refusal == nil ? body : [], id: requestID)
+        var outcome: String?
         if let refusal {
             body = []
             _ = connection.discard(upTo: configuration.maxDrainBytes)
             response = .error(refusal)
+            outcome = refusal.code
         } else {
-            let httpRequest = HTTPRequest(fastCGIParams: params, body: body, id: requestID)
             context.beginRequest(httpRequest)
             response = router.respond(to: httpRequest, context: context)
+            outcome = context.outcome
         }
         connection.write(FastCGIResponseEncoder.encode(response, requestID: requestID))
+        return Answered(id: requestID, method: httpRequest.method.rawValue, path: httpRequest.path,
+                        route: metrics == nil && accessLog == nil ? nil : router.pattern(matching: httpRequest.path),
+                        status: response.status.code, outcome: outcome)
     }
 }
 

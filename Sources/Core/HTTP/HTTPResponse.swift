@@ -25,4 +25,10 @@ public struct HTTPResponse: Sendable, Equatable {
     public static func error(_ error: APIError) -> HTTPResponse {
         .error(error.status, code: error.code, message: error.message)
     }
+
+    /// The `code` of an error envelope body, for logs and metrics (nil for other bodies).
+    public var errorCode: String? {
+        guard status.code >= 400, let json = try? JSON.parse(body, limits: JSONLimits(maxBytes: 65_536, maxDepth: 4)) else { return nil }
+        return json["error"]?["code"]?.stringValue
+    }
 }

@@ -18,6 +18,10 @@ public final class RequestContext {
     /// Fields every log line of the current request carries (`request.id`, `http.method`,
     /// `http.path`); reset by `beginRequest`.
     public private(set) var logFields: [String: String] = [:]
+    /// What became of the current request, for its access-log line (`applied`,
+    /// `duplicate`, `allowed`, an error code...). Handlers set it; the router sets the error
+    /// code when a handler threw; reset by `beginRequest`.
+    public var outcome: String?
     /// The process logger carrying the current request's id (`request.id`).
     public private(set) var logger: Logger
     /// Receives failures that became a generic 500, with `logFields` and the error's
@@ -40,6 +44,7 @@ public final class RequestContext {
     /// Called by the worker before routing each request.
     public func beginRequest(_ request: HTTPRequest) {
         logger = services.logger.with("request.id", .string(request.id))
+        outcome = nil
         logFields = ["request.id": request.id, "http.method": request.method.rawValue,
                      "http.path": request.path, "worker.thread": String(workerIndex)]
     }

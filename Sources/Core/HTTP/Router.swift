@@ -7,6 +7,7 @@ public typealias RouteHandler = @Sendable (HTTPRequest, RequestContext) throws -
 /// at start-up, then shared read-only by all worker threads.
 public struct Router: Sendable {
     private struct Route: Sendable {
+        let pattern: String
         let segments: [Segment]
         var handlers: [HTTPMethod: RouteHandler]
     }
@@ -28,8 +29,17 @@ public struct Router: Sendable {
         if let index = routes.firstIndex(where: { $0.segments == segments }) {
             routes[index].handlers[method] = handler
         } else {
-            routes.append(Route(segments: segments, handlers: [method: handler]))
+            routes.append(Route(pattern: pattern, segments: segments, handlers: [method: handler]))
         }
+    }
+
+    /// Every registered pattern, in registration order (the metrics' route labels).
+    public var patterns: [String] { routes.map(\.pattern) }
+
+    /// The pattern `path` matches, if any (the `route` label of metrics and access logs).
+    public func pattern(matching path: String) -> String? {
+        let pathSegments = Router.split(path)
+        return routes.first { Router.match($0.segments, pathSegments) != nil }?.pattern
     }
 
     public mutating func get(_ pattern: String, _ handler: @escaping RouteHandler) { add(.get, pattern, handler) }
@@ -47,7 +57,10 @@ public struct Router: Sendable {
                 break
             }
         }
-        guard let (route, parameters) = matched else { return .error(.notFound()) }
+        guard let (route, parameters) = matched else {
+            context.outcome = APIError.Kind.notFound.defaultCode
+            return .error(.notFound())
+        }
         let handler = route.handlers[request.method]
             ?? (request.method == .head ? route.handlers[.get] : nil)
         guard let handler else {
@@ -55,6 +68,7 @@ public struct Router: Sendable {
             if methods.contains("GET") { methods.insert("HEAD") }
             var response = HTTPResponse.error(APIError(.methodNotAllowed, message: "method \(request.method) not allowed"))
             response.headers["Allow"] = methods.sorted().joined(separator: ", ")
+            context.outcome = APIError.Kind.methodNotAllowed.defaultCode
             return response
         }
         var request = request
@@ -68,6 +82,13 @@ public struct Router: Sendable {
 
     /// The one place a thrown error becomes a response.
     public static func response(for error: any Error, context: RequestContext) -> HTTPResponse {
+        BillingMetrics.shared.databaseError(from: error)
+        let response = errorResponse(for: error, context: context)
+        if context.outcome == nil, let code = response.errorCode { context.outcome = code }
+        return response
+    }
+
+    private static func errorResponse(for error: any Error, context: RequestContext) -> HTTPResponse {
         if let apiError = error as? APIError {
             if apiError.kind == .internalError { context.reportUnexpectedError(error, context.logFields) }
             return .error(apiError)

@@ -12,6 +12,7 @@ public enum HealthCheck {
                 try probe()
                 database = "ok"
             } catch {
+                BillingMetrics.shared.databaseError(from: error)
                 database = "down"
                 healthy = false
             }

@@ -23,8 +23,13 @@ public enum QuotaRoutes {
         switch try QuotaService.consume(userId: userId, meter: meter, amount: amount, idempotencyKey: key, now: now,
                                         services: context.services, on: db) {
         case .recorded(let answer):
+            let decision: BillingMetrics.UsageDecision = answer["overLimit"]?.boolValue == true ? .overLimit : .allowed
+            BillingMetrics.shared.usageDecision(decision)
+            context.outcome = decision.rawValue
             return .json(.ok, answer)
         case .refused(let meter, let placement, let balance):
+            BillingMetrics.shared.usageDecision(.refused)
+            context.outcome = "quota_exceeded"
             context.logger.info("usage refused", ["usage.meter": .string(meter), "usage.outcome": "quota_exceeded"])
             return .json(.paymentRequired, ["error": [
                 "code": "quota_exceeded", "message": .string("the \(meter) allowance of this window is used up"),

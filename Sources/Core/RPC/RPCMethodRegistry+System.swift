@@ -5,7 +5,7 @@ extension RPCMethodRegistry {
     /// daemon that has no other feature yet.
     public mutating func registerSystemMethods() {
         register("system.health",
-                 summary: "Daemon status: pid, uptime, version, server time and database probe",
+                 summary: "Daemon status: pid, uptime, version, server time, database probe and the FastCGI workers (pid, uptime, requests served, busy threads)",
                  params: "none") { request, context in
             try request.params.expectOnly()
             let uptimeMilliseconds = monotonicMilliseconds() - context.server.startedAtMonotonicMilliseconds
@@ -17,6 +17,7 @@ extension RPCMethodRegistry {
                 "startedAt": .string(context.server.startedAt.iso8601),
                 "serverTime": .string(context.clock.now().iso8601),
                 "database": context.databaseStatus(),
+                "workers": .array(workerSnapshots(context.billing.configuration).map { $0.summary(now: context.clock.now()) }),
             ]
         }
         register("system.listMethods", summary: "Names, one-line descriptions and params of all methods",
@@ -27,4 +28,11 @@ extension RPCMethodRegistry {
             })
         }
     }
+}
+
+/// The live workers' published snapshots (see `MetricsDirectory`), by worker name.
+func workerSnapshots(_ configuration: BillingConfiguration) -> [WorkerSnapshot] {
+    let directory = MetricsDirectory(path: configuration.server.metricsDirectory
+                                     ?? MetricsDirectory.beside(socketPath: configuration.admin.socket).path)
+    return directory.readAll(now: SystemClock().now()).sorted { $0.worker < $1.worker }
 }

@@ -37,8 +37,14 @@ public struct RevenueCatDelivery: Sendable {
 
         // `price_in_purchased_currency` is in `currency`; `price` is RevenueCat's USD value.
         var priceMilli: Int64?
+        // The inbox's CHECKs want an ISO 4217 code with every price: an empty currency is
+        // no currency, a malformed one is bad input (400, never a constraint violation).
         var currency = try e.string("currency", maxLength: 3)?.uppercased()
-        if let price = try e.number("price_in_purchased_currency") {
+        if currency == "" { currency = nil }
+        if let code = currency, !(code.utf8.count == 3 && code.utf8.allSatisfy({ $0 >= 65 && $0 <= 90 })) {
+            throw PayloadError("event.currency", "expected an ISO 4217 code of three letters")
+        }
+        if let price = try e.number("price_in_purchased_currency"), currency != nil {
             priceMilli = Int64((price * 1000).rounded())
         } else if let usd = try e.number("price") {
             priceMilli = Int64((usd * 1000).rounded())

@@ -17,13 +17,23 @@ public enum RevenueCatWebhook {
         let previous = settings.previousWebhookSecret.map { !$0.isEmpty && constantTimeEquals(presented, $0) } ?? false
         guard current || previous else {
             context.logger.warning("webhook refused", ["webhook.provider": "revenuecat", "webhook.reason": "bad_secret"])
+            BillingMetrics.shared.webhook(.revenuecat, .rejected)
             throw APIError.unauthorized("the Authorization header does not match the configured webhook secret", code: "bad_secret")
         }
 
-        let body = try request.jsonBody(limits: JSONLimits(maxBytes: context.services.configuration.server.maxBodyBytes, maxDepth: 32))
-        let delivery = try RevenueCatDelivery.decode(body, tiers: context.services.tiers, idPattern: context.services.idPattern)
+        let delivery: RevenueCatDelivery
+        do {
+            let body = try request.jsonBody(limits: JSONLimits(maxBytes: context.services.configuration.server.maxBodyBytes, maxDepth: 32))
+            delivery = try RevenueCatDelivery.decode(body, tiers: context.services.tiers, idPattern: context.services.idPattern)
+        } catch {
+            BillingMetrics.shared.webhook(.revenuecat, .rejected)
+            throw error
+        }
         let outcome = try EventIngestion.ingest(delivery.event, payload: delivery.payload, subjectCandidates: delivery.userCandidates,
                                                 now: context.clock.now(), on: try context.requireDatabase())
+        let result = EventIngestion.metricsOutcome(outcome)
+        BillingMetrics.shared.webhook(.revenuecat, result)
+        context.outcome = result.rawValue
         context.logger.info("webhook ingested", [
             "webhook.provider": "revenuecat", "event.type": .string(delivery.event.rawType),
             "event.outcome": .string(outcome.duplicate ? "duplicate" : outcome.status?.rawValue ?? "unknown"),

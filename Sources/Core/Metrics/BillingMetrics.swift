@@ -1,0 +1,101 @@
+/// Counters of what the domain layers decide (webhook outcomes, usage decisions, database
+/// errors and retries), process-wide so each layer counts where it knows the outcome,
+/// without plumbing. Fixed label sets, so every counter is preallocated and counting is
+/// one relaxed atomic add (no lock, no allocation).
+public final class BillingMetrics: Sendable {
+    public static let shared = BillingMetrics()
+
+    public enum WebhookProvider: String, CaseIterable, Sendable {
+        case revenuecat, apple
+    }
+
+    /// What became of one webhook delivery (or posted transaction).
+    public enum WebhookOutcome: String, CaseIterable, Sendable {
+        /// Recorded and folded into a known user's access.
+        case applied
+        /// Already in the inbox: answered again, nothing written.
+        case duplicate
+        /// Recorded, but no known user yet: folded when the user becomes known.
+        case unmatched
+        /// Recorded and deliberately not applied (test event, unknown type).
+        case ignored
+        /// Kept aside for an operator (e.g. a signature chain that does not verify).
+        case quarantined
+        /// Refused before anything was written (bad secret, malformed payload).
+        case rejected
+    }
+
+    public enum UsageDecision: String, CaseIterable, Sendable {
+        /// Recorded within the allowance.
+        case allowed
+        /// Recorded over the allowance (observe mode).
+        case overLimit = "over_limit"
+        /// Refused with 402 (enforce mode); nothing recorded.
+        case refused
+    }
+
+    public enum DatabaseErrorKind: String, CaseIterable, Sendable {
+        /// Connection refused or lost (answered 503).
+        case unavailable
+        /// Deadlock or lock wait timeout still failing after the bounded retries (503).
+        case lockConflict = "lock_conflict"
+        /// Anything else (a bug: the generic 500).
+        case other
+    }
+
+    private let webhooks: [MetricCounter]
+    private let usage: [MetricCounter]
+    private let databaseErrors: [MetricCounter]
+    /// Transactions rolled back and run again after a deadlock or lock wait timeout.
+    public let databaseRetries = MetricCounter()
+
+    public init() {
+        webhooks = (0..<(WebhookProvider.allCases.count * WebhookOutcome.allCases.count)).map { _ in MetricCounter() }
+        usage = UsageDecision.allCases.map { _ in MetricCounter() }
+        databaseErrors = DatabaseErrorKind.allCases.map { _ in MetricCounter() }
+    }
+
+    public func webhook(_ provider: WebhookProvider, _ outcome: WebhookOutcome) {
+        webhookCounter(provider, outcome).add()
+    }
+
+    public func usageDecision(_ decision: UsageDecision) {
+        usage[UsageDecision.allCases.firstIndex(of: decision)!].add()
+    }
+
+    public func databaseError(_ kind: DatabaseErrorKind) {
+        databaseErrors[DatabaseErrorKind.allCases.firstIndex(of: kind)!].add()
+    }
+
+    /// Counts `error` when it is a database error (called where errors meet the client).
+    public func databaseError(from error: any Error) {
+        guard let error = error as? DatabaseError else { return }
+        databaseError(error.isUnavailable ? .unavailable : error.isDeadlockOrLockWait ? .lockConflict : .other)
+    }
+
+    private func webhookCounter(_ provider: WebhookProvider, _ outcome: WebhookOutcome) -> MetricCounter {
+        let p = WebhookProvider.allCases.firstIndex(of: provider)!
+        let o = WebhookOutcome.allCases.firstIndex(of: outcome)!
+        return webhooks[p * WebhookOutcome.allCases.count + o]
+    }
+
+    /// Every counter as samples (zeros included, so rates start from a baseline).
+    public func samples() -> [MetricSample] {
+        var samples: [MetricSample] = []
+        for provider in WebhookProvider.allCases {
+            for outcome in WebhookOutcome.allCases {
+                samples.append(MetricSample("billing_webhook_events_total",
+                                            ["provider": provider.rawValue, "outcome": outcome.rawValue],
+                                            Double(webhookCounter(provider, outcome).current)))
+            }
+        }
+        for (index, decision) in UsageDecision.allCases.enumerated() {
+            samples.append(MetricSample("billing_usage_decisions_total", ["outcome": decision.rawValue], Double(usage[index].current)))
+        }
+        for (index, kind) in DatabaseErrorKind.allCases.enumerated() {
+            samples.append(MetricSample("billing_db_errors_total", ["kind": kind.rawValue], Double(databaseErrors[index].current)))
+        }
+        samples.append(MetricSample("billing_db_retries_total", [:], Double(databaseRetries.current)))
+        return samples
+    }
+}

@@ -1,0 +1,117 @@
+import Glibc
+import Synchronization
+
+/// Where worker processes publish their snapshots (`<worker>.json`, replaced atomically by
+/// rename every second) and where the metrics route, `system.health` and
+/// `scripts/workerctl status` read all of them back. One file per worker, written only by
+/// that worker: no locking between processes, and a reader never sees a torn file.
+public struct MetricsDirectory: Sendable {
+    public let path: String
+    /// A snapshot older than this (or of a process that is gone) is a dead worker's leftover.
+    public var maxAgeMilliseconds: Int64 = 10_000
+
+    public init(path: String) { self.path = path }
+
+    /// The default next to a socket: `/run/x/worker-1.sock` → `/run/x/metrics`.
+    public static func beside(socketPath: String) -> MetricsDirectory {
+        var parts = socketPath.split(separator: "/", omittingEmptySubsequences: false)
+        parts.removeLast()
+        let directory = parts.isEmpty ? "." : parts.joined(separator: "/")
+        return MetricsDirectory(path: (directory.isEmpty ? "" : directory) + "/metrics")
+    }
+
+    public func file(for worker: String) -> String { "\(path)/\(worker).json" }
+
+    /// Creates the directory (mode 0750) when missing.
+    public func create() {
+        mkdir(path, 0o750)
+    }
+
+    /// Writes `snapshot` to a temporary file and renames it over the worker's file.
+    @discardableResult
+    public func publish(_ snapshot: WorkerSnapshot) -> Bool {
+        let target = file(for: snapshot.worker)
+        let temporary = target + ".tmp"
+        var bytes = snapshot.json.serialized()
+        bytes.append(0x0A)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
+        guard fd >= 0 else { return false }
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { close(fd); unlink(temporary); return false }
+            offset += n
+        }
+        close(fd)
+        return rename(temporary, target) == 0
+    }
+
+    public func remove(worker: String) {
+        unlink(file(for: worker))
+    }
+
+    /// Every fresh snapshot, by worker name. Skips stale files, files of processes that no
+    /// longer exist, and anything unreadable.
+    public func readAll(now: Timestamp) -> [WorkerSnapshot] {
+        guard let names = try? FileIO.list(path) else { return [] }
+        var snapshots: [WorkerSnapshot] = []
+        for name in names where name.hasSuffix(".json") {
+            guard let bytes = try? FileIO.read("\(path)/\(name)", maxBytes: 1 << 20),
+                  let json = try? JSON.parse(bytes), let snapshot = WorkerSnapshot(json: json) else { continue }
+            guard now.millisecondsSinceEpoch - snapshot.publishedAt.millisecondsSinceEpoch <= maxAgeMilliseconds else { continue }
+            guard kill(Int32(snapshot.pid), 0) == 0 || errno == EPERM else { continue }
+            snapshots.append(snapshot)
+        }
+        return snapshots
+    }
+}
+
+/// A background thread of a worker process publishing its snapshot every `interval`, and
+/// removing it on a graceful stop.
+public final class MetricsPublisher: Sendable {
+    private let metrics: WorkerMetrics
+    private let directory: MetricsDirectory
+    private let clock: any BillingClock
+    private let intervalMicroseconds: UInt32
+    /// Serializes the publish of the background thread with `stop()`'s removal, so a
+    /// stopped worker never leaves its file behind. Taken once a second, never by requests.
+    private let stopped = Mutex<Bool>(false)
+
+    public init(metrics: WorkerMetrics, directory: MetricsDirectory, clock: any BillingClock = SystemClock(),
+                intervalMilliseconds: Int = 1000) {
+        self.metrics = metrics
+        self.directory = directory
+        self.clock = clock
+        self.intervalMicroseconds = UInt32(max(10, intervalMilliseconds) * 1000)
+    }
+
+    /// Publishes once at once, then every interval on a detached thread.
+    public func start() -> Bool {
+        directory.create()
+        publishOnce()
+        return startDetachedThread { [self] in
+            while true {
+                usleep(intervalMicroseconds)
+                guard publishOnce() else { return }
+            }
+        }
+    }
+
+    /// Publishes now unless stopped; false once stopped.
+    @discardableResult
+    public func publishOnce() -> Bool {
+        stopped.withLock { stopped in
+            guard !stopped else { return false }
+            directory.publish(metrics.snapshot(now: clock.now()))
+            return true
+        }
+    }
+
+    public func stop() {
+        stopped.withLock { stopped in
+            stopped = true
+            directory.remove(worker: metrics.worker)
+        }
+    }
+}
