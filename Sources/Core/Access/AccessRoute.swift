@@ -7,6 +7,7 @@ public enum AccessRoute {
         let catalog = context.services.configuration.products
         let cadence: (String) -> Cadence? = { catalog[$0]?.cadence ?? Cadence.inferred(fromProductId: $0) }
         if let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db) {
+            UserActivity.noteSeen(userId, now: now, on: db)
             return snapshotResponse(snapshot)
         }
         // First valid request of this user: he becomes known, and whatever the stores sent
@@ -15,6 +16,7 @@ public enum AccessRoute {
         guard let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db) else {
             throw APIError.unavailable()
         }
+        UserActivity.noteSeen(userId, now: now, on: db)
         return snapshotResponse(snapshot)
     }
 

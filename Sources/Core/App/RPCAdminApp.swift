@@ -174,6 +174,7 @@ public enum BillingRPCMethods {
     public static func makeRegistry() -> RPCMethodRegistry {
         var registry = RPCMethodRegistry()
         registry.registerSystemMethods()
+        registry.registerStatsMethods()
         return registry
     }
 }

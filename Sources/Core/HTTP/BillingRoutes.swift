@@ -8,6 +8,7 @@ public enum BillingRoutes {
         router.get("\(prefix)/ping", HealthCheck.ping)
         router.get("\(prefix)/billing/access", AccessRoute.handle)
         router.post("\(prefix)/billing/webhooks/revenuecat", RevenueCatWebhook.handle)
+        router.post("\(prefix)/billing/paywall-events", PaywallEvents.handle)
     }
 
     /// A router with all routes registered.
