@@ -300,6 +300,9 @@ public enum SubscriptionStats {
               SUM(CASE WHEN y.kind = 'refund' AND y.rk_refund_period = 1 AND y.currency = \(q.currency)
                   THEN ABS(COALESCE(y.price_milli, 0)) ELSE 0 END) AS refunded_milli
             FROM (
+              -- The LIMIT keeps this derived table from being merged into the outer query:
+              -- MariaDB 10.11 loses the correlated references to x when a merged prepared
+              -- statement is executed a second time ("Unknown column x.subscription_id").
               SELECT x.*,
                 CASE WHEN x.rk_first = 1 THEN NOT EXISTS (
                     SELECT 1 FROM billing_events p
@@ -330,6 +333,7 @@ public enum SubscriptionStats {
                 WHERE e.environment = \(env) AND e.intrinsic_at >= \(previousFrom) AND e.intrinsic_at < \(q.to)
                   AND \(unsafeRaw: counted("e"))
               ) x
+              LIMIT 18446744073709551615
             ) y
             GROUP BY y.cur, day
             ORDER BY y.cur, day
