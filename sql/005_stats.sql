@@ -1,11 +1,12 @@
 -- 005_stats: what stats.subscriptions needs (docs/stats.md): a covering index for the
--- per-subscription lookups (first event, previous period, state at an instant), an index
--- for the snapshot candidates (events whose access runs past an instant), the paywall
+-- per-subscription lookups (first event, previous period, latest event/period/renewal
+-- intent before an instant), a covering index for the snapshot candidates (events whose
+-- access runs past an instant) and one for grace periods, the paywall
 -- funnel events (kept 30 days) and one row per user per day seen with a valid token.
 
 ALTER TABLE billing_events
-  ADD KEY billing_events_stats_subscription (environment, subscription_id, intrinsic_at, id, status, kind, is_trial),
-  ADD KEY billing_events_stats_expiry (environment, expires_at),
+  ADD KEY billing_events_stats_subscription (environment, subscription_id, intrinsic_at, id, status, kind, is_trial, will_renew),
+  ADD KEY billing_events_stats_expiry (environment, expires_at, intrinsic_at, status, kind, subscription_id),
   ADD KEY billing_events_stats_grace (environment, grace_expires_at);
 
 CREATE TABLE billing_paywall_events (

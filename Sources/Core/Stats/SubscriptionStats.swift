@@ -172,54 +172,54 @@ public enum SubscriptionStats {
 
     /// The state at `t` of every subscription, from its events with intrinsic_at < t:
     /// only subscriptions with an event before t whose access (expiry or grace) runs past t
-    /// can be active, so those are the candidates; for each, window functions find the
-    /// latest event, the latest period start, the latest known expiry and the latest
-    /// renewal intent before t.
+    /// can be active, so those are the candidates (covering index on expires_at); for each,
+    /// LIMIT 1 lookups in the covering per-subscription index find the latest event, the
+    /// latest period start and the latest renewal intent before t; the two rows whose
+    /// product and price matter are then read by primary key.
     static func snapshot(at t: Timestamp, environment env: String, currency: String,
                          cadence: (String) -> Cadence?, on db: DatabaseConnection) throws -> Snapshot {
-        let order = "ORDER BY e.intrinsic_at DESC, e.id DESC"
-        let intent = "(e.will_renew IS NOT NULL OR e.kind IN ('purchase', 'renewal', 'cancellation', 'uncancellation', 'pause'))"
+        let latest = "ORDER BY p.intrinsic_at DESC, p.id DESC LIMIT 1"
+        let sameSubscription: SQLQuery = """
+            p.environment = \(env) AND p.subscription_id = s.subscription_id AND p.intrinsic_at < \(t) AND \(unsafeRaw: counted("p"))
+            """
+        let trial = "COALESCE(pe.is_trial, le.is_trial)"
         let rows = try db.query("""
-            WITH cand AS (
-              SELECT DISTINCT e.subscription_id FROM billing_events e
-              WHERE e.environment = \(env) AND (e.expires_at > \(t) OR e.grace_expires_at > \(t))
-                AND e.intrinsic_at < \(t) AND \(unsafeRaw: counted("e"))
-            ), h AS (
-              SELECT e.subscription_id, e.kind, e.product_id, e.is_trial, e.price_milli, e.currency, e.will_renew,
-                e.purchased_at, e.expires_at, e.grace_expires_at,
-                \(unsafeRaw: periodStart("e")) AS is_period, \(unsafeRaw: intent) AS is_intent,
-                ROW_NUMBER() OVER (PARTITION BY e.subscription_id \(unsafeRaw: order)) AS rn_last,
-                ROW_NUMBER() OVER (PARTITION BY e.subscription_id, \(unsafeRaw: periodStart("e")) \(unsafeRaw: order)) AS rn_period,
-                ROW_NUMBER() OVER (PARTITION BY e.subscription_id, e.expires_at IS NULL \(unsafeRaw: order)) AS rn_expiry,
-                ROW_NUMBER() OVER (PARTITION BY e.subscription_id, \(unsafeRaw: intent) \(unsafeRaw: order)) AS rn_intent
-              FROM cand c JOIN billing_events e ON e.environment = \(env) AND e.subscription_id = c.subscription_id
-              WHERE e.intrinsic_at < \(t) AND \(unsafeRaw: counted("e"))
-            ), s AS (
-              SELECT subscription_id,
-                MAX(CASE WHEN rn_last = 1 THEN kind END) AS last_kind,
-                MAX(CASE WHEN rn_last = 1 THEN product_id END) AS last_product,
-                MAX(CASE WHEN rn_last = 1 THEN is_trial END) AS last_trial,
-                MAX(CASE WHEN rn_expiry = 1 AND expires_at IS NOT NULL
-                    THEN GREATEST(expires_at, COALESCE(grace_expires_at, expires_at)) END) AS access_until,
-                MAX(CASE WHEN rn_period = 1 AND is_period = 1 THEN product_id END) AS period_product,
-                MAX(CASE WHEN rn_period = 1 AND is_period = 1 THEN is_trial END) AS period_trial,
-                MAX(CASE WHEN rn_period = 1 AND is_period = 1 THEN price_milli END) AS period_price,
-                MAX(CASE WHEN rn_period = 1 AND is_period = 1 THEN currency END) AS period_currency,
-                MAX(CASE WHEN rn_period = 1 AND is_period = 1 THEN TIMESTAMPDIFF(SECOND, purchased_at, expires_at) END) AS period_seconds,
-                MAX(CASE WHEN rn_intent = 1 AND is_intent = 1
-                    THEN (will_renew = 0 OR (will_renew IS NULL AND kind IN ('cancellation', 'pause'))) END) AS cancelling
-              FROM h GROUP BY subscription_id
-            )
-            SELECT COALESCE(period_product, last_product) AS product_id,
+            SELECT COALESCE(pe.product_id, le.product_id) AS product_id,
               COUNT(*) AS active,
-              SUM(COALESCE(period_trial, last_trial) = 1) AS trial,
-              SUM(COALESCE(cancelling, 0)) AS cancelling,
-              SUM(CASE WHEN COALESCE(period_trial, last_trial) = 0 AND period_currency = \(currency) AND period_price > 0
-                  THEN period_price ELSE 0 END) AS price_sum,
-              AVG(CASE WHEN COALESCE(period_trial, last_trial) = 0 AND period_seconds > 0 THEN period_seconds END) / 86400 AS period_days
-            FROM s
-            WHERE access_until > \(t) AND last_kind NOT IN \(unsafeRaw: lostKinds)
-            GROUP BY COALESCE(period_product, last_product)
+              SUM(\(unsafeRaw: trial) = 1) AS trial,
+              SUM(COALESCE(z.cancelling, 0)) AS cancelling,
+              SUM(CASE WHEN \(unsafeRaw: trial) = 0 AND pe.currency = \(currency) AND pe.price_milli > 0
+                  THEN pe.price_milli ELSE 0 END) AS price_sum,
+              AVG(CASE WHEN \(unsafeRaw: trial) = 0 AND pe.expires_at > pe.purchased_at
+                  THEN TIMESTAMPDIFF(SECOND, pe.purchased_at, pe.expires_at) END) / 86400 AS period_days
+            FROM (
+              -- LIMIT: never merged (see dailyCounts).
+              SELECT s.subscription_id,
+                (SELECT p.id FROM billing_events p WHERE \(sameSubscription) \(unsafeRaw: latest)) AS last_id,
+                (SELECT p.id FROM billing_events p WHERE \(sameSubscription) AND \(unsafeRaw: periodStart("p"))
+                  \(unsafeRaw: latest)) AS period_id,
+                (SELECT (p.will_renew = 0 OR (p.will_renew IS NULL AND p.kind IN ('cancellation', 'pause')))
+                  FROM billing_events p WHERE \(sameSubscription)
+                    AND (p.will_renew IS NOT NULL OR p.kind IN ('purchase', 'renewal', 'cancellation', 'uncancellation', 'pause'))
+                  \(unsafeRaw: latest)) AS cancelling
+              FROM (
+                SELECT DISTINCT e.subscription_id FROM billing_events e
+                WHERE e.environment = \(env) AND e.expires_at > \(t) AND e.intrinsic_at < \(t) AND \(unsafeRaw: counted("e"))
+                UNION
+                SELECT e.subscription_id FROM billing_events e
+                WHERE e.environment = \(env) AND e.grace_expires_at > \(t) AND e.intrinsic_at < \(t) AND \(unsafeRaw: counted("e"))
+              ) s
+              LIMIT 18446744073709551615
+            ) z
+            JOIN billing_events le ON le.id = z.last_id
+            LEFT JOIN billing_events pe ON pe.id = z.period_id
+            WHERE le.kind NOT IN \(unsafeRaw: lostKinds)
+              AND CASE WHEN le.expires_at IS NOT NULL THEN GREATEST(le.expires_at, COALESCE(le.grace_expires_at, le.expires_at))
+                ELSE (SELECT GREATEST(p.expires_at, COALESCE(p.grace_expires_at, p.expires_at)) FROM billing_events p
+                      WHERE p.environment = \(env) AND p.subscription_id = z.subscription_id AND p.intrinsic_at < \(t)
+                        AND \(unsafeRaw: counted("p")) AND p.expires_at IS NOT NULL \(unsafeRaw: latest))
+                END > \(t)
+            GROUP BY COALESCE(pe.product_id, le.product_id)
             ORDER BY product_id
             """)
         var products: [ProductSnapshot] = []
