@@ -278,13 +278,13 @@ public enum SubscriptionStats {
     /// One scan of the events of both periods (index environment, intrinsic_at): window
     /// functions rank each event within its subscription (duplicates of one period reported
     /// by two channels, the first cancellation/loss/refund of a subscription in a period);
-    /// per-subscription index lookups decide "first event ever" and "previous period was a
-    /// trial" only for the rows that need them. Grouped by (period, local day).
+    /// per-subscription index lookups decide "first event ever" (only for a purchase that
+    /// is its subscription's first event in the scan) and "previous period start was a
+    /// trial" (only for the first paid period in the scan, or after a trial seen in the
+    /// scan: otherwise the previous period start is in the scan and paid). Grouped by
+    /// (period, local day).
     static func dailyCounts(_ q: Query, previousFrom: Timestamp, zone: String?, on db: DatabaseConnection) throws -> [DayCounts] {
         let env = q.environment.rawValue
-        let cls = """
-            CASE WHEN e.kind = 'cancellation' THEN 'c' WHEN e.kind IN \(lostKinds) THEN 'l' END
-            """
         let before = "(p.intrinsic_at < x.intrinsic_at OR (p.intrinsic_at = x.intrinsic_at AND p.id < x.id))"
         let rows = try db.query("""
             SELECT y.cur, \(localDay("y.intrinsic_at", zone: zone)) AS day,
@@ -304,12 +304,12 @@ public enum SubscriptionStats {
               -- MariaDB 10.11 loses the correlated references to x when a merged prepared
               -- statement is executed a second time ("Unknown column x.subscription_id").
               SELECT x.*,
-                CASE WHEN x.rk_first = 1 THEN NOT EXISTS (
+                CASE WHEN x.rk_first = 1 AND x.kind = 'purchase' THEN NOT EXISTS (
                     SELECT 1 FROM billing_events p
                     WHERE p.environment = \(env) AND p.subscription_id = x.subscription_id
                       AND p.intrinsic_at <= x.intrinsic_at AND \(unsafeRaw: before) AND \(unsafeRaw: counted("p")))
                   ELSE 0 END AS is_new,
-                CASE WHEN x.is_paid_period = 1 AND x.rk_period = 1 THEN COALESCE((
+                CASE WHEN x.is_paid_period = 1 AND x.rk_period = 1 AND (x.paid_seen = 1 OR x.trial_seen > 0) THEN COALESCE((
                     SELECT p.is_trial FROM billing_events p
                     WHERE p.environment = \(env) AND p.subscription_id = x.subscription_id
                       AND p.intrinsic_at <= x.intrinsic_at AND \(unsafeRaw: before)
@@ -317,21 +317,34 @@ public enum SubscriptionStats {
                     ORDER BY p.intrinsic_at DESC, p.id DESC LIMIT 1), 0)
                   ELSE 0 END AS converted
               FROM (
+                -- Two sorts only: w (the subscription's events in time order) for "first in
+                -- the scan" and running counts of cancellations/losses/refunds per period,
+                -- wp (the events of one period, by period key) for cross-channel twins.
                 SELECT e.id, e.subscription_id, e.intrinsic_at, e.kind, e.is_trial, e.price_milli, e.currency,
                   e.intrinsic_at >= \(q.from) AS cur,
                   (e.kind IN ('purchase', 'renewal') AND e.is_trial = 0) AS is_paid_period,
-                  ROW_NUMBER() OVER (PARTITION BY e.subscription_id ORDER BY e.intrinsic_at, e.id) AS rk_first,
-                  ROW_NUMBER() OVER (PARTITION BY e.subscription_id, e.kind IN ('purchase', 'renewal'),
-                                     COALESCE(e.purchased_at, e.intrinsic_at) ORDER BY e.intrinsic_at, e.id) AS rk_period,
-                  ROW_NUMBER() OVER (PARTITION BY e.subscription_id, e.intrinsic_at >= \(q.from), \(unsafeRaw: cls)
-                                     ORDER BY e.intrinsic_at, e.id) AS rk_class,
-                  ROW_NUMBER() OVER (PARTITION BY e.subscription_id, e.intrinsic_at >= \(q.from), e.kind = 'refund'
-                                     ORDER BY e.intrinsic_at, e.id) AS rk_refund,
-                  ROW_NUMBER() OVER (PARTITION BY e.subscription_id, e.kind = 'refund', COALESCE(e.purchased_at, e.intrinsic_at)
-                                     ORDER BY e.intrinsic_at, e.id) AS rk_refund_period
+                  ROW_NUMBER() OVER w AS rk_first,
+                  SUM(e.kind IN ('purchase', 'renewal') AND e.is_trial = 0) OVER w AS paid_seen,
+                  SUM(e.kind IN ('purchase', 'renewal') AND e.is_trial = 1) OVER w AS trial_seen,
+                  IF(e.kind IN ('purchase', 'renewal'),
+                     SUM(e.kind IN ('purchase', 'renewal')) OVER wp, 0) AS rk_period,
+                  CASE WHEN e.kind = 'cancellation' THEN
+                         IF(e.intrinsic_at >= \(q.from), SUM(e.kind = 'cancellation' AND e.intrinsic_at >= \(q.from)) OVER w,
+                            SUM(e.kind = 'cancellation' AND e.intrinsic_at < \(q.from)) OVER w)
+                       WHEN e.kind IN \(unsafeRaw: lostKinds) THEN
+                         IF(e.intrinsic_at >= \(q.from), SUM(e.kind IN \(unsafeRaw: lostKinds) AND e.intrinsic_at >= \(q.from)) OVER w,
+                            SUM(e.kind IN \(unsafeRaw: lostKinds) AND e.intrinsic_at < \(q.from)) OVER w)
+                  END AS rk_class,
+                  IF(e.kind = 'refund',
+                     IF(e.intrinsic_at >= \(q.from), SUM(e.kind = 'refund' AND e.intrinsic_at >= \(q.from)) OVER w,
+                        SUM(e.kind = 'refund' AND e.intrinsic_at < \(q.from)) OVER w), 0) AS rk_refund,
+                  IF(e.kind = 'refund', SUM(e.kind = 'refund') OVER wp, 0) AS rk_refund_period
                 FROM billing_events e
                 WHERE e.environment = \(env) AND e.intrinsic_at >= \(previousFrom) AND e.intrinsic_at < \(q.to)
                   AND \(unsafeRaw: counted("e"))
+                WINDOW w AS (PARTITION BY e.subscription_id ORDER BY e.intrinsic_at, e.id),
+                       wp AS (PARTITION BY e.subscription_id, COALESCE(e.purchased_at, e.intrinsic_at)
+                              ORDER BY e.intrinsic_at, e.id)
               ) x
               LIMIT 18446744073709551615
             ) y
@@ -408,7 +421,7 @@ public enum SubscriptionStats {
               FROM billing_events e
               JOIN billing_users u ON u.id = e.user_id
               WHERE e.environment = \(env) AND e.intrinsic_at >= \(q.from) AND e.intrinsic_at < \(q.to)
-                AND \(unsafeRaw: counted("e"))
+                AND \(unsafeRaw: counted("e")) AND e.kind = 'purchase'
                 AND NOT EXISTS (
                   SELECT 1 FROM billing_events p
                   WHERE p.environment = \(env) AND p.subscription_id = e.subscription_id
