@@ -41,7 +41,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # ---------------------------------------------------------------- packages and build
 
 STACK_PACKAGES=(pkg-config libfcgi-dev libmariadb-dev libssl-dev libjansson-dev
-                mariadb-server mariadb-client nginx-light wrk curl python3 python3-venv openssl procps)
+                mariadb-server mariadb-client nginx-light wrk curl python3 python3-venv openssl procps tzdata)
 
 ensure_packages() {
     local missing=() p
@@ -194,6 +194,18 @@ ALTER USER 'billing'@'127.0.0.1' IDENTIFIED BY '$password';
 GRANT ALL PRIVILEGES ON billing.* TO 'billing'@'localhost';
 GRANT ALL PRIVILEGES ON billing.* TO 'billing'@'127.0.0.1';
 SQL
+    db_time_zones
+}
+
+# Named time zones for CONVERT_TZ (stats.subscriptions timeZone, docs/stats.md): loaded
+# once from the system zoneinfo into the private instance's mysql schema.
+db_time_zones() {
+    local loaded
+    loaded=$(db_client -N -e "SELECT COUNT(*) FROM mysql.time_zone_name" 2>/dev/null || echo 0)
+    [[ $loaded != 0 ]] && return 0
+    [[ -d /usr/share/zoneinfo ]] || { say "no /usr/share/zoneinfo: named time zones unavailable (offsets still work)"; return 0; }
+    mariadb-tzinfo-to-sql /usr/share/zoneinfo 2>/dev/null | db_client mysql \
+        || die "could not load time zone tables (mariadb-tzinfo-to-sql)"
 }
 
 # ---------------------------------------------------------------- configuration

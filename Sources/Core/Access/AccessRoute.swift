@@ -14,6 +14,7 @@ public enum AccessRoute {
             snapshot = try loadWithQuota(userId: userId, now: now, cadence: cadence, context: context, on: db)
         }
         guard let snapshot else { throw APIError.unavailable() }
+        UserActivity.noteSeen(userId, now: now, on: db)
         return snapshotResponse(snapshot)
     }
 

@@ -181,6 +181,7 @@ public enum BillingRPCMethods {
         registry.registerEventMethods(replayers: replayers)
         registry.registerFlagMethods()
         registry.registerPlanMethods()
+        registry.registerStatsMethods()
         return registry
     }
 

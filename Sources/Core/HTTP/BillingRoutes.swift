@@ -12,6 +12,7 @@ public enum BillingRoutes {
         router.get("\(prefix)/billing/plans", QuotaRoutes.plans)
         router.post("\(prefix)/billing/webhooks/apple", AppleWebhook.handle)
         router.post("\(prefix)/billing/apple/transactions", AppleTransactionRoute.handle)
+        router.post("\(prefix)/billing/paywall-events", PaywallEvents.handle)
     }
 
     /// A router with all routes registered.

@@ -1,0 +1,126 @@
+import Synchronization
+
+/// `POST /api/v1/billing/paywall-events`: the app reports paywall views and purchase
+/// attempts for the funnel of `stats.subscriptions`.
+///
+/// Body `{type: "view"|"purchase", placement, eventId, result?, environment?}`; Bearer ID
+/// token. Idempotent by (user, eventId) — a UNIQUE key: a retry answers 200
+/// `{recorded: true, duplicate: true}` and writes nothing; a first delivery answers 201.
+/// Rows are kept 30 days: each worker process purges expired rows itself, at most once per
+/// `purgeInterval`, in bounded batches, after answering a request (docs/stats.md).
+public enum PaywallEvents {
+    public static let types = ["view", "purchase"]
+    public static let results = ["done", "cancelled", "failed", "pending"]
+    /// How often one process runs the opportunistic purge, and how many rows per run.
+    public static let purgeIntervalMilliseconds: Int64 = 10 * 60 * 1000
+    public static let purgeBatch = 5000
+
+    public struct Report: Sendable, Equatable {
+        public var type: String
+        public var placement: String
+        public var eventId: String
+        public var result: String?
+        public var environment: StoreEnvironment
+    }
+
+    public static func handle(_ request: HTTPRequest, _ context: RequestContext) throws -> HTTPResponse {
+        let userId = try context.authenticatedUser(request)
+        let body = try request.jsonBody(limits: JSONLimits(maxBytes: 4096, maxDepth: 4))
+        let report = try decode(body)
+        let db = try context.requireDatabase()
+        let now = context.clock.now()
+        let inserted = try insert(report, userId: userId, now: now, on: db)
+        purgeIfDue(now: now, on: db, logger: context.logger)
+        return .json(inserted ? .created : .ok, ["recorded": true, "duplicate": .bool(!inserted)])
+    }
+
+    /// Records a report; false when (user, eventId) is already there (the UNIQUE key decides).
+    public static func insert(_ report: Report, userId: String, now: Timestamp,
+                              on db: DatabaseConnection) throws(DatabaseError) -> Bool {
+        do {
+            try db.execute("""
+                INSERT INTO billing_paywall_events (user_id, event_id, type, placement, result, environment, received_at)
+                VALUES (\(userId), \(report.eventId), \(report.type), \(report.placement), \(report.result),
+                        \(report.environment.rawValue), \(now))
+                """)
+            return true
+        } catch where error.isDuplicateKey {
+            return false
+        }
+    }
+
+    /// Validates a report (400 with the offending field otherwise).
+    public static func decode(_ body: JSON) throws(APIError) -> Report {
+        guard case .object(let object) = body else { throw .badRequest("the body must be a JSON object") }
+        for key in object.keys where !["type", "placement", "eventId", "result", "environment"].contains(key) {
+            throw .badRequest("unknown field \"\(key)\"")
+        }
+        let type = try field(object, "type", required: true)!
+        guard types.contains(type) else { throw .badRequest("\"type\" must be view or purchase") }
+        let placement = try field(object, "placement", required: true)!
+        guard isToken(placement, maxLength: 64) else {
+            throw .badRequest("\"placement\" must be 1 to 64 characters among letters, digits and . _ : -")
+        }
+        let eventId = try field(object, "eventId", required: true)!
+        guard isToken(eventId, maxLength: 128) else {
+            throw .badRequest("\"eventId\" must be 1 to 128 characters among letters, digits and . _ : -")
+        }
+        let result = try field(object, "result", required: false)
+        if let result {
+            guard type == "purchase" else { throw .badRequest("\"result\" is only for type purchase") }
+            guard results.contains(result) else { throw .badRequest("\"result\" must be one of \(results.joined(separator: ", "))") }
+        }
+        var environment = StoreEnvironment.production
+        if let text = try field(object, "environment", required: false) {
+            guard let parsed = StoreEnvironment(rawValue: text) else {
+                throw .badRequest("\"environment\" must be production or sandbox")
+            }
+            environment = parsed
+        }
+        return Report(type: type, placement: placement, eventId: eventId, result: result, environment: environment)
+    }
+
+    private static func field(_ object: JSONObject, _ key: String, required: Bool) throws(APIError) -> String? {
+        guard let value = object[key], !value.isNull else {
+            if required { throw .badRequest("\"\(key)\" is required") }
+            return nil
+        }
+        guard let text = value.stringValue else { throw .badRequest("\"\(key)\" must be a string") }
+        return text
+    }
+
+    static func isToken(_ text: String, maxLength: Int) -> Bool {
+        guard !text.isEmpty, text.utf8.count <= maxLength else { return false }
+        return text.utf8.allSatisfy { c in
+            (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 46 || c == 95 || c == 58 || c == 45
+        }
+    }
+
+    /// Deletes up to `limit` rows older than the retention; returns how many went.
+    @discardableResult
+    public static func purge(now: Timestamp, limit: Int = purgeBatch, on db: DatabaseConnection) throws(DatabaseError) -> Int {
+        let cutoff = now.adding(seconds: -SubscriptionStats.paywallRetentionDays * 86_400)
+        let result = try db.execute("DELETE FROM billing_paywall_events WHERE received_at < \(cutoff) ORDER BY received_at LIMIT \(limit)")
+        return Int(result.affectedRows)
+    }
+
+    /// Last opportunistic purge of this process (ms since epoch).
+    private static let lastPurge = Mutex<Int64>(0)
+
+    /// Runs `purge` when this process has not done so for `purgeIntervalMilliseconds`.
+    /// Best effort: a failure only means the next due request tries again.
+    static func purgeIfDue(now: Timestamp, on db: DatabaseConnection, logger: Logger) {
+        let due = lastPurge.withLock { last -> Bool in
+            guard now.millisecondsSinceEpoch - last >= purgeIntervalMilliseconds else { return false }
+            last = now.millisecondsSinceEpoch
+            return true
+        }
+        guard due else { return }
+        do {
+            let removed = try purge(now: now, on: db)
+            if removed > 0 { logger.info("paywall events purged", ["paywall.purged": .int(Int64(removed))]) }
+        } catch {
+            logger.warning("paywall purge failed", ["error.kind": .string("\(error.kind)")])
+        }
+    }
+}
