@@ -96,8 +96,12 @@ def rc_event(type_, user, at, expires=None, *, id=None, sub=None, product="app.p
 
 
 def snapshot_state(snapshot):
-    """What must not depend on delivery order: everything but the identity, revision and clock."""
-    return {k: v for k, v in snapshot.items() if k not in ("userId", "revision", "serverTime")}
+    """What must not depend on delivery order: everything but the identity, revision and
+    clock, and the quota windows (anchored at each user's own sign-up instant)."""
+    state = {k: v for k, v in snapshot.items() if k not in ("userId", "revision", "serverTime", "balances")}
+    state["balances"] = {meter: {k: v for k, v in b.items() if k not in ("windowStart", "resetsAt")}
+                         for meter, b in (snapshot.get("balances") or {}).items()}
+    return state
 
 
 def inbox_count(event_ids):
