@@ -23,12 +23,17 @@ public enum AppleWebhook {
             let quarantined = try AppleQuarantine.record(provider: .appleNotification, body: request.body, error: refusal, now: now, on: db)
             context.logger.warning("webhook refused", ["webhook.provider": "apple", "webhook.reason": .string(refusal.reason.rawValue),
                                                        "quarantine.id": quarantined.map { .int(Int64($0)) } ?? .null])
+            BillingMetrics.shared.webhook(.apple, quarantined == nil ? .rejected : .quarantined)
+            context.outcome = quarantined == nil ? "rejected" : "quarantined"
             if error is AppleVerificationError {
                 throw APIError.unprocessable("the signed payload was refused: \(refusal.reason.rawValue)", code: refusal.reason.rawValue)
             }
             throw error
         }
         let outcome = try AppleIngestion.ingest(delivery, policy: configuration.binding.policy, now: now, on: db)
+        let result = EventIngestion.metricsOutcome(outcome)
+        BillingMetrics.shared.webhook(.apple, result)
+        context.outcome = result.rawValue
         context.logger.info("webhook ingested", [
             "webhook.provider": "apple", "event.type": .string(delivery.event.rawType),
             "event.outcome": .string(outcome.duplicate ? "duplicate" : outcome.status?.rawValue ?? "unknown"),
