@@ -254,3 +254,39 @@ private func forEachPermutation<T>(_ items: [T], _ body: ([T]) -> Void) {
         #expect(projection.subscriptions[0].expiresAt == at(60))
     }
 }
+
+@Suite struct IncrementalFoldTests {
+    /// Whenever `appending` agrees to fold incrementally, the result is exactly the full fold
+    /// of the longer history; it refuses late events, transfers and new keys in a history.
+    @Test func appendingEqualsTheFullFoldWheneverItApplies() {
+        let history = [
+            ev(.purchase, at: 0, expires: 7, trial: true),
+            ev(.renewal, at: 7, expires: 37),
+            ev(.productChange, at: 10, expires: 37, newProduct: "pro.monthly", newTier: .pro),
+            ev(.cancellation, at: 12, expires: 37),
+            ev(.uncancellation, at: 13, expires: 37),
+            ev(.billingIssue, at: 37, expires: 37, grace: 40),
+            ev(.renewal, at: 38, product: "pro.monthly", tier: .pro, expires: 68),
+            ev(.refund, at: 50, product: "pro.monthly", tier: .pro, expires: 68),
+        ]
+        var projection = StoreProjection.empty
+        var incremental = 0
+        for (index, event) in history.enumerated() {
+            let full = StoreFold.fold(Array(history[...index]), userId: "u1")
+            if let appended = StoreFold.appending(event, to: projection) {
+                #expect(appended == full, "event \(index)")
+                incremental += 1
+            }
+            projection = full
+        }
+        #expect(incremental == history.count, "an in-order single-subscription history is always incremental")
+        #expect(StoreFold.appending(ev(.renewal, at: 20, expires: 50), to: projection) == nil, "a late event re-folds")
+        #expect(StoreFold.appending(ev(.renewal, at: 50, expires: 80), to: projection) == nil, "the same instant re-folds")
+        #expect(StoreFold.appending(ev(.transfer, at: 60, sub: "", product: nil, tier: nil, from: ["u1"]), to: projection) == nil)
+        #expect(StoreFold.appending(ev(.purchase, at: 60, sub: "other", expires: 90), to: projection) == nil, "a new key re-folds")
+        var apple = ev(.renewal, at: 60, product: "pro.monthly", tier: .pro, expires: 90)
+        apple.provider = .appleNotification
+        #expect(StoreFold.appending(apple, to: projection) == nil, "a provider switch re-folds")
+        #expect(StoreFold.appending(ev(.test, at: 60), to: projection) == nil)
+    }
+}

@@ -15,10 +15,27 @@ public enum AccessProjector {
         public var lastTransferOutAt: Timestamp?
     }
 
-    public static func refold(userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> Result {
-        let (revision, stored) = try lockAccessRowReadingStored(userId: userId, now: now, on: db)
-        let events = try loadEvents(userId: userId, on: db)
-        let projection = StoreFold.fold(events, userId: userId)
+    /// - Parameter newEvent: the event just added to the inbox for this user, when there is
+    ///   one. If it sorts after everything already folded (the usual case: providers mostly
+    ///   deliver in order), folding it onto the stored projection gives exactly what a
+    ///   re-fold of every event would — the fold is a left fold in `foldOrder` and the
+    ///   stored rows are the fold of the earlier events — so the inbox is not read again.
+    ///   Anything else (a late event, a transfer, a provider-precedence switch) re-folds
+    ///   from the inbox.
+    public static func refold(userId: String, now: Timestamp, newEvent: StoreEvent? = nil,
+                              on db: DatabaseConnection) throws(DatabaseError) -> Result {
+        let locked = try lockAccessRowReadingStored(userId: userId, now: now, on: db)
+        let (revision, stored) = (locked.revision, locked.stored)
+        let projection: StoreProjection
+        var transfersOutAt: Timestamp?
+        if let event = newEvent, let incremental = StoreFold.appending(event, to: StoreProjection(
+            subscriptions: stored, lastEventAt: locked.lastEventAt, appliedEvents: locked.appliedEvents)) {
+            projection = incremental
+        } else {
+            let events = try loadEvents(userId: userId, on: db)
+            projection = StoreFold.fold(events, userId: userId)
+            transfersOutAt = events.filter { $0.kind == .transfer && $0.transferredFrom.contains(userId) }.compactMap(\.intrinsicAt).max()
+        }
         let changed = stored != projection.subscriptions
         if changed {
             try db.execute("DELETE FROM billing_subscriptions WHERE user_id = \(userId)")
@@ -35,9 +52,9 @@ public enum AccessProjector {
               updated_at = IF(\(changed), \(now), updated_at)
             WHERE user_id = \(userId)
             """)
-        let transfersOut = events.filter { $0.kind == .transfer && $0.transferredFrom.contains(userId) }
-        return Result(revision: newRevision, changed: changed, projection: projection,
-                      lastTransferOutAt: transfersOut.compactMap(\.intrinsicAt).max())
+        // On the incremental path the new event is later than every transfer folded, so no
+        // receiver inherits it: nil is exact there.
+        return Result(revision: newRevision, changed: changed, projection: projection, lastTransferOutAt: transfersOutAt)
     }
 
     /// Creates the access row if needed and takes its exclusive lock (held to commit).
@@ -57,21 +74,21 @@ public enum AccessProjector {
 
     /// `lockAccessRow` that also reads the stored subscriptions in the locking statement
     /// (one round trip less per event ingested).
-    private static func lockAccessRowReadingStored(userId: String, now: Timestamp,
-                                                   on db: DatabaseConnection) throws(DatabaseError) -> (UInt64, [SubscriptionState]) {
+    private static func lockAccessRowReadingStored(userId: String, now: Timestamp, on db: DatabaseConnection)
+        throws(DatabaseError) -> (revision: UInt64, stored: [SubscriptionState], lastEventAt: Timestamp?, appliedEvents: Int) {
         try db.execute("""
             INSERT INTO billing_access (user_id, revision, updated_at) VALUES (\(userId), 0, \(now))
             ON DUPLICATE KEY UPDATE user_id = user_id
             """)
         let rows = try db.query("""
-            SELECT a.revision, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
+            SELECT a.revision, a.last_event_at, a.applied_events, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
             LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
             WHERE a.user_id = \(userId) ORDER BY s.subscription_id FOR UPDATE
             """)
         guard let first = rows.first else { throw DatabaseError.misuse("billing_access row vanished under its lock") }
         var stored: [SubscriptionState] = []
         for row in rows where !row["subscription_id"].isNull { stored.append(try SubscriptionState(row: row)) }
-        return (try first.uint64("revision"), stored)
+        return (try first.uint64("revision"), stored, try first.optionalTimestamp("last_event_at"), try first.int("applied_events"))
     }
 
     /// The user's applied events, and for each transfer *to* him the sender's events from

@@ -98,7 +98,9 @@ public enum EventIngestion {
             break
         }
         var results: [String: AccessProjector.Result] = [:]
-        for user in folded { results[user] = try AccessProjector.refold(userId: user, now: now, on: db) }
+        for user in folded {
+            results[user] = try AccessProjector.refold(userId: user, now: now, newEvent: event.kind == .transfer ? nil : event, on: db)
+        }
         // A transfer moves what its sender had before it. When one of the sender's earlier
         // events arrives after the transfer, the receivers must fold again too, or arrival
         // order would decide what they get. The sender's fold tells whether he ever gave

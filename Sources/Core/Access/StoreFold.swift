@@ -37,6 +37,31 @@ public enum StoreFold {
                                lastEventAt: lastEventAt, appliedEvents: applied)
     }
 
+    /// `fold(events + [event])` computed from `fold(events)` alone, when that is provably the
+    /// same: `event` sorts strictly after every folded event (a later intrinsic time), is
+    /// not a transfer, and does not change which provider speaks for its subscription.
+    /// nil when a full re-fold is needed.
+    public static func appending(_ event: StoreEvent, to projection: StoreProjection) -> StoreProjection? {
+        guard event.isApplicable, event.kind != .transfer, let at = event.intrinsicAt else { return nil }
+        if let last = projection.lastEventAt, !(at > last) { return nil }
+        if projection.lastEventAt == nil && projection.appliedEvents > 0 { return nil }
+        let key = subscriptionKey(event)
+        var states = Dictionary(uniqueKeysWithValues: projection.subscriptions.map { ($0.subscriptionId, $0) })
+        let current = states[key]
+        // Provider precedence is decided over all of a subscription's events: only an event
+        // of the same family as the folded state (or the first one) can be appended.
+        let isApple = event.provider != .revenuecat
+        if let current, (current.provider != .revenuecat) != isApple { return nil }
+        if current == nil, !projection.subscriptions.isEmpty || projection.appliedEvents > 0 {
+            // A key absent from a non-empty history may be one a transfer cleared, or one
+            // whose other provider's events were set aside: re-fold to be exact.
+            return nil
+        }
+        states[key] = apply(event, at: at, to: current, key: key)
+        return StoreProjection(subscriptions: states.values.sorted { $0.subscriptionId < $1.subscriptionId },
+                               lastEventAt: at, appliedEvents: projection.appliedEvents + 1)
+    }
+
     /// Events of one subscription share its original transaction id; store-side grants
     /// without one are keyed by product.
     static func subscriptionKey(_ event: StoreEvent) -> String {
