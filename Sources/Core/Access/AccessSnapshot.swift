@@ -129,24 +129,44 @@ extension AccessSnapshot {
     }
 
     /// The same read inside the caller's transaction.
+    /// NULLs standing for the subscription columns in the overlay parts of the UNION.
+    private static let subscriptionPlaceholders = Array(repeating: "NULL",
+        count: SubscriptionState.columns.split(separator: ",").count).joined(separator: ", ")
+
     public static func loadInTransaction(userId: String, now: Timestamp, cadence: (String) -> Cadence?,
                                          on db: DatabaseConnection) throws(DatabaseError) -> AccessSnapshot? {
+        // One statement for the access row, the store subscriptions and the active overlays
+        // (grants, campaigns): one round trip, and consistent by itself.
         let rows = try db.query("""
-            SELECT a.revision, u.created_at AS user_created_at, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
-            JOIN billing_users u ON u.id = a.user_id
+            SELECT 'store' AS part, a.revision, u.created_at AS user_created_at, \(unsafeRaw: SubscriptionState.columns),
+              NULL AS overlay_tier, NULL AS overlay_expires_at, NULL AS overlay_campaign
+            FROM billing_access a JOIN billing_users u ON u.id = a.user_id
             LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
             WHERE a.user_id = \(userId)
-            """)
-        guard let first = rows.first else { return nil }
-        var subscriptions: [SubscriptionState] = []
-        for row in rows where !row["subscription_id"].isNull {
-            subscriptions.append(try SubscriptionState(row: row))
-        }
-        let grants = try db.query("""
-            SELECT \(unsafeRaw: GrantStore.columns) FROM billing_grants g
+            UNION ALL
+            SELECT 'grant', CAST(NULL AS UNSIGNED), CAST(NULL AS DATETIME(3)), \(unsafeRaw: subscriptionPlaceholders), g.tier, g.expires_at, g.campaign
+            FROM billing_grants g
             WHERE g.user_id = \(userId) AND g.revoked_at IS NULL AND g.starts_at <= \(now) AND (g.expires_at IS NULL OR g.expires_at > \(now))
-            """).map { (row) throws(DatabaseError) -> Grant in try GrantStore.grant(row) }
-        let overlays = grants.compactMap { $0.source(at: now) } + (try Grandfather.sources(userId: userId, now: now, on: db))
+            UNION ALL
+            SELECT 'campaign', CAST(NULL AS UNSIGNED), CAST(NULL AS DATETIME(3)), \(unsafeRaw: subscriptionPlaceholders), c.tier, c.expires_at, c.name
+            FROM billing_campaign_members m JOIN billing_campaigns c ON c.name = m.campaign
+            WHERE m.user_id = \(userId) AND c.revoked_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > \(now))
+            """)
+        guard let first = rows.first(where: { $0["part"] == .string("store") }) else { return nil }
+        var subscriptions: [SubscriptionState] = []
+        var overlays: [AccessSource] = []
+        for row in rows {
+            switch try row.string("part") {
+            case "store" where !row["subscription_id"].isNull:
+                subscriptions.append(try SubscriptionState(row: row))
+            case "grant", "campaign":
+                overlays.append(AccessSource(tier: Tier(rawValue: try row.string("overlay_tier")) ?? .plus,
+                                             kind: try row.string("part"), expiresAt: try row.optionalTimestamp("overlay_expires_at"),
+                                             campaign: try row.optionalString("overlay_campaign")))
+            default:
+                break
+            }
+        }
         var snapshot = AccessSnapshot(userId: userId, revision: try first.uint64("revision"),
                                       projection: StoreProjection(subscriptions: subscriptions), now: now, overlays: overlays, cadence: cadence)
         snapshot.userCreatedAt = try first.timestamp("user_created_at")

@@ -5,7 +5,8 @@ extension DatabaseConnection {
     /// write inside fails instead of slipping through.
     public func readOnlySnapshot<T>(_ body: (DatabaseConnection) throws -> T) throws -> T {
         guard transactionGeneration == nil else { throw DatabaseError.misuse("nested transaction") }
-        try execute(IsolationLevel.repeatableRead.statement)
+        // No SET TRANSACTION needed: the session stays at InnoDB's default (repeatable read);
+        // `transaction(isolation:)` sets its level for one transaction only, right before it.
         try execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
         let generation = currentGeneration
         transactionGeneration = generation
