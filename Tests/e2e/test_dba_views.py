@@ -5,7 +5,7 @@ import time
 import unittest
 import uuid
 
-from billing import VAR_DIR, request, script
+from billing import VAR_DIR, request, script, rpc
 
 
 def sql(query):
@@ -47,6 +47,29 @@ class DBAViews(unittest.TestCase):
         self.assertEqual((story["kind"], story["status"], story["party_role"]), ("purchase", "applied", "subject"))
         self.assertEqual((story["price_milli"], story["currency"]), ("59990", "EUR"))
         self.assertEqual(story["provider_event_id"], f"dba-{user}")
+
+    def test_a_grant_over_a_lower_store_tier_decides_and_the_store_shows_again_without_it(self):
+        user = str(uuid.uuid4())
+        token = script("dev-token", user).stdout.strip()
+        self.assertEqual(request("GET", "/api/v1/billing/access", headers={"Authorization": f"Bearer {token}"}).status, 200)
+        with open(os.path.join(VAR_DIR, "secrets", "revenuecat-webhook-secret")) as f:
+            secret = f.read().strip()
+        now = int(time.time() * 1000)
+        event = {"event": {"id": f"dba-plus-{user}", "type": "INITIAL_PURCHASE", "app_user_id": user,
+                           "product_id": "app.plus.monthly", "entitlement_ids": ["plus"], "period_type": "NORMAL",
+                           "purchased_at_ms": now - 1000, "expiration_at_ms": now + 30 * 86_400_000,
+                           "event_timestamp_ms": now, "environment": "PRODUCTION", "original_transaction_id": f"otx-{user}"}}
+        self.assertEqual(request("POST", "/api/v1/billing/webhooks/revenuecat", event, {"Authorization": secret}).status, 200)
+        grant = rpc("grants.create", {"userId": user, "tier": "pro", "reason": "support", "idempotencyKey": "dba",
+                                      "actor": "dba-test"})
+        self.assertNotIn("error", grant, grant)
+        [row] = sql(f"SELECT effective_tier, decided_by, store_tier_now, grant_tier FROM v_effective_access WHERE user_id = '{user}'")
+        self.assertEqual((row["effective_tier"], row["decided_by"], row["store_tier_now"], row["grant_tier"]),
+                         ("pro", "grant", "plus", "pro"))
+        grant_id = grant["result"]["grantId"]
+        self.assertNotIn("error", rpc("grants.revoke", {"grantId": grant_id, "actor": "dba-test", "reason": "test"}))
+        [row] = sql(f"SELECT effective_tier, decided_by FROM v_effective_access WHERE user_id = '{user}'")
+        self.assertEqual((row["effective_tier"], row["decided_by"]), ("plus", "store"))
 
     def test_a_user_without_a_store_subscription_is_free(self):
         user = str(uuid.uuid4())
