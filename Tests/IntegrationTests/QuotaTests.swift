@@ -66,7 +66,7 @@ import Testing
 
     @Test func freeGetsOneRecurringCreditPerSevenDayWindow() throws {
         try withMigratedDatabase { db in
-            var f = try Fixture(db)
+            let f = try Fixture(db)
             try f.setEnforcement(.enforce)
             #expect(try f.allowed(at: 0.5))
             #expect(try f.consume(at: 1) == .refused(meter: "recurringGeneration", placement: "generation_limit",
