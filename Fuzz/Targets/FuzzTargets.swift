@@ -177,6 +177,14 @@ enum FuzzTargets {
             let delivery = try RevenueCatDelivery.decode(body, tiers: tiers, idPattern: .uuid)
             fuzzCheck(!delivery.event.providerEventId.isEmpty && delivery.event.providerEventId.utf8.count <= 191, "event id out of bounds")
             fuzzCheck(delivery.userCandidates.allSatisfy(UserIdPattern.uuid.matches), "candidate not matching the id pattern")
+            // What the inbox's CHECK constraints and column widths demand (a violation there is a 500).
+            let event = delivery.event
+            fuzzCheck(event.priceMilli == nil || event.currency.map { $0.utf8.count == 3 && $0.utf8.allSatisfy { $0 >= 65 && $0 <= 90 } } == true,
+                      "a price without a valid ISO 4217 currency")
+            fuzzCheck(event.rawType.utf8.count <= 64 && (event.platform?.utf8.count ?? 0) <= 32 && (event.cancelReason?.utf8.count ?? 0) <= 64,
+                      "a string longer than its inbox column")
+            fuzzCheck([event.subscriptionId, event.productId, event.newProductId].allSatisfy { ($0?.utf8.count ?? 0) <= 191 },
+                      "an id longer than its inbox column")
             _ = delivery.payload.serialized()
         } catch {
             fuzzCheck(!error.message.isEmpty, "payload error without a message")

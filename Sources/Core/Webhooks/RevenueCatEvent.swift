@@ -36,9 +36,15 @@ public struct RevenueCatDelivery: Sendable {
         }
 
         // `price_in_purchased_currency` is in `currency`; `price` is RevenueCat's USD value.
+        // The inbox only stores a price with its ISO 4217 code (CHECK constraints): a code of
+        // another shape is refused here (400) rather than by the database (a 500 the
+        // provider would retry forever), and a local price without any code is dropped.
         var priceMilli: Int64?
         var currency = try e.string("currency", maxLength: 3)?.uppercased()
-        if let price = try e.number("price_in_purchased_currency") {
+        if let code = currency, !(code.utf8.count == 3 && code.utf8.allSatisfy({ $0 >= 65 && $0 <= 90 })) {
+            throw PayloadError("event.currency", "expected a three-letter ISO 4217 code")
+        }
+        if let price = try e.number("price_in_purchased_currency"), currency != nil {
             priceMilli = Int64((price * 1000).rounded())
         } else if let usd = try e.number("price") {
             priceMilli = Int64((usd * 1000).rounded())
