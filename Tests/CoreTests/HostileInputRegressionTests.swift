@@ -52,4 +52,23 @@ import Testing
         }
         #expect(APIError.unsupportedMediaType("x").status.code == 415)
     }
+
+    /// scripts/fuzz (idtoken) crash: a properly signed token whose `exp` is near Int64.max
+    /// overflowed `exp + leeway` / `Timestamp(secondsSinceEpoch:)` and trapped the worker.
+    @Test(arguments: [Int64.max, Int64.max - 30, 9_223_372_036_854_775, 253_402_300_800, -1, Int64.min])
+    func outOfRangeNumericDatesAreMalformed(value: Int64) throws {
+        let key = try PrivateKey.generateEC()
+        let verifier = IDTokenVerifier(keys: TokenKeySet(keys: ["k": try key.publicKey]), issuer: "iss", audience: "aud",
+                                       leewaySeconds: 60)
+        let now = Timestamp(secondsSinceEpoch: 1_750_000_000)
+        for claim in ["exp", "nbf", "iat"] {
+            var claims: JSONObject = ["iss": "iss", "aud": "aud", "sub": "u", "iat": 1_750_000_000, "exp": 1_750_000_600]
+            claims[claim] = .int(value)
+            let token = try CompactJWS.sign(payload: .object(claims), header: ["kid": "k"], key: key, algorithm: "ES256")
+            #expect(throws: AuthError(.malformed), "\(claim) = \(value)") { try verifier.verify(token, now: now) }
+        }
+        let fine = try CompactJWS.sign(payload: ["iss": "iss", "aud": "aud", "sub": "u", "iat": 1_750_000_000, "exp": 253_402_300_799],
+                                       header: ["kid": "k"], key: key, algorithm: "ES256")
+        #expect(try verifier.verify(fine, now: now).subject == "u")
+    }
 }
