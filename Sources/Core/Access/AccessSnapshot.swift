@@ -17,6 +17,10 @@ public struct AccessSnapshot: Sendable, Equatable {
     public var userCreatedAt: Timestamp?
     /// Plan version, capabilities, balances and enforcement (`QuotaService.status`).
     public var quota: QuotaStatus?
+    /// The user's access row exists but was never folded: his creation committed and the
+    /// claim of his unmatched events that follows it did not (the process died, or the
+    /// database failed, in between). Whoever reads such a snapshot runs the claim again.
+    public var unclaimed = false
 
     public struct AccessSource: Sendable, Equatable {
         public var tier: Tier
@@ -110,7 +114,7 @@ extension AccessSnapshot {
     public static func load(userId: String, now: Timestamp, cadence: (String) -> Cadence?,
                             on db: DatabaseConnection) throws(DatabaseError) -> AccessSnapshot? {
         let rows = try db.query("""
-            SELECT a.revision, u.created_at AS user_created_at, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
+            SELECT a.revision, a.folded_at IS NULL AS unclaimed, u.created_at AS user_created_at, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
             JOIN billing_users u ON u.id = a.user_id
             LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
             WHERE a.user_id = \(userId)
@@ -123,6 +127,7 @@ extension AccessSnapshot {
         var snapshot = AccessSnapshot(userId: userId, revision: try first.uint64("revision"),
                                       projection: StoreProjection(subscriptions: subscriptions), now: now, cadence: cadence)
         snapshot.userCreatedAt = try first.timestamp("user_created_at")
+        snapshot.unclaimed = try first.bool("unclaimed")
         return snapshot
     }
 }
