@@ -114,6 +114,15 @@ pid_alive() {
     tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$name"
 }
 
+# pid_running FILE: the pid in FILE exists and is not a zombie (no name check).
+pid_running() {
+    local pid state
+    pid=$(cat "$1" 2>/dev/null) || return 1
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 1
+    [[ -n $state && $state != Z ]]
+}
+
 # stop_pid FILE NAME [SIGNAL] [SECONDS]: signal, wait for exit, then SIGKILL.
 stop_pid() {
     local file=$1 name=$2 signal=${3:-TERM} seconds=${4:-30} pid i
@@ -140,10 +149,9 @@ s.settimeout(1)
 s.connect(sys.argv[1])
 PY
         then return 0; fi
-        # The pid was written by us just now; right after `setsid … &` it may still be the
-        # forked shell (its cmdline not yet $name), so liveness is kill -0, not pid_alive.
-        kill -0 "$(cat "$pidfile" 2>/dev/null)" 2>/dev/null \
-            || { tail -n 20 "$logfile" >&2 2>/dev/null; die "$name exited during start-up (log: $logfile)"; }
+        # Not pid_alive: right after `setsid … &` the child may not have exec'd yet, so its
+        # cmdline is still this shell's and a name check would call a starting daemon dead.
+        pid_running "$pidfile" || { tail -n 20 "$logfile" >&2 2>/dev/null; die "$name exited during start-up (log: $logfile)"; }
         sleep 0.1
     done
     tail -n 20 "$logfile" >&2 2>/dev/null

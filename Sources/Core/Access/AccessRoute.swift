@@ -7,9 +7,10 @@ public enum AccessRoute {
         let catalog = context.services.configuration.products
         let cadence: (String) -> Cadence? = { catalog[$0]?.cadence ?? Cadence.inferred(fromProductId: $0) }
         var snapshot = try loadWithQuota(userId: userId, now: now, cadence: cadence, context: context, on: db)
-        if snapshot == nil {
+        if snapshot == nil || snapshot?.unclaimed == true {
             // First valid request of this user: he becomes known, and whatever the stores
-            // sent for him before folds in now.
+            // sent for him before folds in now. Also when an earlier first request created
+            // him but died before the claim (kill -9 between the two transactions).
             try UserDirectory.ensureKnown(userId, source: .token, createdAt: now, now: now, on: db)
             snapshot = try loadWithQuota(userId: userId, now: now, cadence: cadence, context: context, on: db)
         }

@@ -17,6 +17,10 @@ public struct AccessSnapshot: Sendable, Equatable {
     public var userCreatedAt: Timestamp?
     /// Plan version, capabilities, balances and enforcement (`QuotaService.status`).
     public var quota: QuotaStatus?
+    /// The user's access row exists but was never folded: his creation committed and the
+    /// claim of his unmatched events that follows it did not (the process died, or the
+    /// database failed, in between). Whoever reads such a snapshot runs the claim again.
+    public var unclaimed = false
 
     public struct AccessSource: Sendable, Equatable {
         public var tier: Tier
@@ -138,17 +142,17 @@ extension AccessSnapshot {
         // One statement for the access row, the store subscriptions and the active overlays
         // (grants, campaigns): one round trip, and consistent by itself.
         let rows = try db.query("""
-            SELECT 'store' AS part, a.revision, u.created_at AS user_created_at, \(unsafeRaw: SubscriptionState.columns),
-              NULL AS overlay_tier, NULL AS overlay_expires_at, NULL AS overlay_campaign
+            SELECT 'store' AS part, a.revision, a.folded_at IS NULL AS unclaimed, u.created_at AS user_created_at,
+              \(unsafeRaw: SubscriptionState.columns), NULL AS overlay_tier, NULL AS overlay_expires_at, NULL AS overlay_campaign
             FROM billing_access a JOIN billing_users u ON u.id = a.user_id
             LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
             WHERE a.user_id = \(userId)
             UNION ALL
-            SELECT 'grant', CAST(NULL AS UNSIGNED), CAST(NULL AS DATETIME(3)), \(unsafeRaw: subscriptionPlaceholders), g.tier, g.expires_at, g.campaign
+            SELECT 'grant', CAST(NULL AS UNSIGNED), CAST(NULL AS SIGNED), CAST(NULL AS DATETIME(3)), \(unsafeRaw: subscriptionPlaceholders), g.tier, g.expires_at, g.campaign
             FROM billing_grants g
             WHERE g.user_id = \(userId) AND g.revoked_at IS NULL AND g.starts_at <= \(now) AND (g.expires_at IS NULL OR g.expires_at > \(now))
             UNION ALL
-            SELECT 'campaign', CAST(NULL AS UNSIGNED), CAST(NULL AS DATETIME(3)), \(unsafeRaw: subscriptionPlaceholders), c.tier, c.expires_at, c.name
+            SELECT 'campaign', CAST(NULL AS UNSIGNED), CAST(NULL AS SIGNED), CAST(NULL AS DATETIME(3)), \(unsafeRaw: subscriptionPlaceholders), c.tier, c.expires_at, c.name
             FROM billing_campaign_members m JOIN billing_campaigns c ON c.name = m.campaign
             WHERE m.user_id = \(userId) AND c.revoked_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > \(now))
             """)
@@ -170,6 +174,7 @@ extension AccessSnapshot {
         var snapshot = AccessSnapshot(userId: userId, revision: try first.uint64("revision"),
                                       projection: StoreProjection(subscriptions: subscriptions), now: now, overlays: overlays, cadence: cadence)
         snapshot.userCreatedAt = try first.timestamp("user_created_at")
+        snapshot.unclaimed = try first.bool("unclaimed")
         return snapshot
     }
 }

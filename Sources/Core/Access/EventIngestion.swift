@@ -40,7 +40,17 @@ public enum EventIngestion {
         }
         // A user who became known between our lookup and our commit has already looked for
         // his unmatched events and not seen this one: claim it for him now (idempotent).
-        if outcome.status == .unmatched {
+        // A duplicate of a still unmatched event does the same: the first delivery may have
+        // committed and then died (kill -9, lost connection) before its claim ran, and the
+        // provider's retry is the only caller left to finish it.
+        var unmatched = outcome.status == .unmatched
+        if outcome.duplicate {
+            unmatched = try db.queryOne("""
+                SELECT 1 AS waiting FROM billing_events
+                WHERE provider = \(event.provider.rawValue) AND provider_event_id = \(event.providerEventId) AND status = 'unmatched'
+                """) != nil
+        }
+        if unmatched {
             let candidates = subjectCandidates + event.transferredFrom + event.transferredTo
             let known = try db.transaction { db in try UserDirectory.knownUsers(candidates, on: db) }
             for userId in known.sorted() { try UserDirectory.claimUnmatched(userId, now: now, on: db) }

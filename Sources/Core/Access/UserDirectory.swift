@@ -32,7 +32,7 @@ public enum UserDirectory {
     /// `ensureKnown` for a token-authenticated user, skipped with one indexed read when he
     /// already is.
     public static func ensureKnownIfNeeded(_ userId: String, now: Timestamp, on db: DatabaseConnection) throws {
-        if try db.queryOne("SELECT 1 AS known FROM billing_access WHERE user_id = \(userId)") != nil { return }
+        if try db.queryOne("SELECT 1 AS known FROM billing_access WHERE user_id = \(userId) AND folded_at IS NOT NULL") != nil { return }
         try ensureKnown(userId, source: .token, createdAt: now, now: now, on: db)
     }
 
@@ -48,7 +48,12 @@ public enum UserDirectory {
                 SELECT c.event_id, c.role FROM billing_event_user_candidates c
                 WHERE c.candidate_id = \(userId) FOR UPDATE
                 """)
-            guard !waiting.isEmpty else { return }
+            guard !waiting.isEmpty else {
+                // Nothing waits: record that the claim ran (folded_at NULL marks a user whose
+                // creation committed without it; see AccessSnapshot.unclaimed).
+                try db.execute("UPDATE billing_access SET folded_at = \(now) WHERE user_id = \(userId) AND folded_at IS NULL")
+                return
+            }
             for row in waiting {
                 let eventId = try row.uint64("event_id")
                 let role = EventInbox.PartyRole(rawValue: try row.string("role")) ?? .subject

@@ -54,8 +54,11 @@ public struct IDTokenVerifier: Sendable {
         self.keys = keys
         self.issuer = issuer
         self.audience = audience
-        self.leewaySeconds = Int64(leewaySeconds)
+        self.leewaySeconds = Int64(min(max(leewaySeconds, 0), 86_400))
     }
+
+    /// 9999-12-31T23:59:59Z: the largest `exp`, `nbf` or `iat` accepted.
+    static let maxNumericDate: Int64 = 253_402_300_799
 
     public func verify(_ token: some StringProtocol, now: Timestamp) throws(AuthError) -> VerifiedIDToken {
         let jws: CompactJWS
@@ -78,13 +81,20 @@ public struct IDTokenVerifier: Sendable {
 
         let claims = jws.payload
         let nowSeconds = now.millisecondsSinceEpoch / 1000
-        guard let exp = claims["exp"]?.int64Value else { throw AuthError(.malformed) }
+        // NumericDate claims are bounded to years 1970…9999 before any arithmetic: a signed
+        // `exp` near Int64.max overflowed `exp + leeway` and `Timestamp(secondsSinceEpoch:)`
+        // and trapped, killing the worker process (found by scripts/fuzz, target idtoken).
+        func numericDate(_ name: String) throws(AuthError) -> Int64? {
+            guard let value = claims[name] else { return nil }
+            guard let seconds = value.int64Value, (0...Self.maxNumericDate).contains(seconds) else { throw AuthError(.malformed) }
+            return seconds
+        }
+        guard let exp = try numericDate("exp") else { throw AuthError(.malformed) }
         guard nowSeconds < exp + leewaySeconds else { throw AuthError(.expired) }
-        if let nbf = claims["nbf"] {
-            guard let nbf = nbf.int64Value else { throw AuthError(.malformed) }
+        if let nbf = try numericDate("nbf") {
             guard nbf <= nowSeconds + leewaySeconds else { throw AuthError(.notYetValid) }
         }
-        guard let iat = claims["iat"]?.int64Value else { throw AuthError(.malformed) }
+        guard let iat = try numericDate("iat") else { throw AuthError(.malformed) }
         guard iat <= nowSeconds + leewaySeconds else { throw AuthError(.notYetValid) }
         guard let iss = claims["iss"]?.stringValue, iss == issuer else { throw AuthError(.wrongIssuer) }
         switch claims["aud"] {

@@ -9,7 +9,7 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
     public struct Kind: Sendable, Hashable {
         fileprivate enum Value: Sendable, Hashable {
             case badRequest, unauthorized, quotaExceeded, forbidden, notFound, methodNotAllowed, conflict,
-                 payloadTooLarge, unprocessable, notConfigured, unavailable, internalError
+                 payloadTooLarge, unsupportedMediaType, unprocessable, notConfigured, unavailable, internalError
         }
         fileprivate let value: Value
 
@@ -21,6 +21,8 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let methodNotAllowed = Kind(value: .methodNotAllowed)
         public static let conflict = Kind(value: .conflict)
         public static let payloadTooLarge = Kind(value: .payloadTooLarge)
+        /// A body in a media type the route does not read (415).
+        public static let unsupportedMediaType = Kind(value: .unsupportedMediaType)
         public static let unprocessable = Kind(value: .unprocessable)
         /// A provider route whose configuration is absent (SPEC: 501).
         public static let notConfigured = Kind(value: .notConfigured)
@@ -39,6 +41,7 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
             case .methodNotAllowed: return .methodNotAllowed
             case .conflict: return .conflict
             case .payloadTooLarge: return .payloadTooLarge
+            case .unsupportedMediaType: return .unsupportedMediaType
             case .unprocessable: return .unprocessableEntity
             case .notConfigured: return .notImplemented
             case .unavailable: return .serviceUnavailable
@@ -57,6 +60,7 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
             case .methodNotAllowed: return "method_not_allowed"
             case .conflict: return "conflict"
             case .payloadTooLarge: return "payload_too_large"
+            case .unsupportedMediaType: return "unsupported_media_type"
             case .unprocessable: return "unprocessable"
             case .notConfigured: return "not_configured"
             case .unavailable: return "unavailable"
@@ -84,6 +88,7 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func notFound(_ message: String = "no such resource", code: String? = nil) -> APIError { APIError(.notFound, code: code, message: message) }
     public static func conflict(_ message: String, code: String? = nil) -> APIError { APIError(.conflict, code: code, message: message) }
     public static func payloadTooLarge(_ message: String, code: String? = nil) -> APIError { APIError(.payloadTooLarge, code: code, message: message) }
+    public static func unsupportedMediaType(_ message: String, code: String? = nil) -> APIError { APIError(.unsupportedMediaType, code: code, message: message) }
     public static func unprocessable(_ message: String, code: String? = nil) -> APIError { APIError(.unprocessable, code: code, message: message) }
     public static func notConfigured(_ message: String, code: String? = nil) -> APIError { APIError(.notConfigured, code: code, message: message) }
     public static func unavailable(_ message: String = "service temporarily unavailable, retry later", code: String? = nil) -> APIError { APIError(.unavailable, code: code, message: message) }

@@ -44,12 +44,28 @@ public struct HTTPRequest: Sendable {
 
     /// The body parsed as JSON. Malformed input is a 400 (`invalid_json`), never a 500.
     public func jsonBody(limits: JSONLimits = .default) throws(APIError) -> JSON {
+        guard Self.isJSONMediaType(headers["Content-Type"]) else {
+            throw APIError.unsupportedMediaType("the body must be application/json", code: "unsupported_media_type")
+        }
         guard !body.isEmpty else { throw APIError.badRequest("a JSON body is required", code: "invalid_json") }
         do {
             return try JSON.parse(body, limits: limits)
         } catch {
             throw error.apiError ?? APIError.badRequest("invalid JSON", code: "invalid_json")
         }
+    }
+}
+
+extension HTTPRequest {
+    /// A JSON body's `Content-Type`: absent (lenient: some senders omit it), or
+    /// `application/json` / `application/*+json`, parameters such as `charset` allowed.
+    /// Anything else (forms, text, multipart) is refused with 415 before parsing.
+    public static func isJSONMediaType(_ value: String?) -> Bool {
+        guard let value else { return true }
+        let first = value.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        let mediaType = String(first.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed()).lowercased()
+        if mediaType.isEmpty { return true }
+        return mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json"))
     }
 }
 

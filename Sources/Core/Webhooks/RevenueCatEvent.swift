@@ -36,9 +36,11 @@ public struct RevenueCatDelivery: Sendable {
         }
 
         // `price_in_purchased_currency` is in `currency`; `price` is RevenueCat's USD value.
+        // The inbox only stores a price with its ISO 4217 code (CHECK constraints): an empty
+        // currency is no currency, a code of another shape is refused here (400) rather than
+        // by the database (a 500 the provider would retry forever), and a local price without
+        // any code is dropped.
         var priceMilli: Int64?
-        // The inbox's CHECKs want an ISO 4217 code with every price: an empty currency is
-        // no currency, a malformed one is bad input (400, never a constraint violation).
         var currency = try e.string("currency", maxLength: 3)?.uppercased()
         if currency == "" { currency = nil }
         if let code = currency, !(code.utf8.count == 3 && code.utf8.allSatisfy({ $0 >= 65 && $0 <= 90 })) {
