@@ -1,0 +1,93 @@
+extension SubscriptionStats {
+    // MARK: - Active users, profile, funnel, recent events
+
+    /// Users seen with a valid ID token on a UTC day of the period (billing_user_days).
+    static func activeUsers(from: Timestamp, to: Timestamp, on db: DatabaseConnection) throws -> Int64 {
+        let row = try db.queryOne("""
+            SELECT COUNT(DISTINCT user_id) AS n FROM billing_user_days
+            WHERE day >= DATE(\(from)) AND day <= DATE(\(to.adding(milliseconds: -1)))
+            """)
+        return try row?.int64("n") ?? 0
+    }
+
+    /// Subscriptions born in [from, to) whose owner is known: the median of whole days from
+    /// the owner's sign-up to the subscription's first event (negative counts as 0).
+    static func subscriberProfile(_ q: Query, on db: DatabaseConnection) throws -> JSON {
+        let env = q.environment.rawValue
+        let row = try db.queryOne("""
+            SELECT COUNT(*) OVER () AS n, MEDIAN(d.days) OVER () AS median_days FROM (
+              SELECT GREATEST(0, TIMESTAMPDIFF(DAY, u.created_at, e.intrinsic_at)) AS days
+              FROM billing_events e
+              JOIN billing_users u ON u.id = e.user_id
+              WHERE e.environment = \(env) AND e.intrinsic_at >= \(q.from) AND e.intrinsic_at < \(q.to)
+                AND \(unsafeRaw: counted("e")) AND e.kind = 'purchase'
+                AND NOT EXISTS (
+                  SELECT 1 FROM billing_events p
+                  WHERE p.environment = \(env) AND p.subscription_id = e.subscription_id
+                    AND p.intrinsic_at <= e.intrinsic_at AND (p.intrinsic_at < e.intrinsic_at OR p.id < e.id)
+                    AND \(unsafeRaw: counted("p")))
+            ) d
+            LIMIT 1
+            """)
+        guard let row else { return ["subscriptions": 0, "medianDaysToSubscribe": nil] }
+        let median = try row.optionalDouble("median_days").map { ($0 * 10).rounded(.toNearestOrAwayFromZero) / 10 }
+        return ["subscriptions": .int(try row.int64("n")), "medianDaysToSubscribe": median.map(JSON.double) ?? .null]
+    }
+
+    static func funnel(environment env: String, from: Timestamp, to: Timestamp, on db: DatabaseConnection) throws -> [JSON] {
+        guard from < to else { return [] }
+        let rows = try db.query("""
+            SELECT placement, SUM(type = 'view') AS views, SUM(type = 'purchase') AS attempts,
+                   SUM(type = 'purchase' AND result = 'done') AS purchases
+            FROM billing_paywall_events
+            WHERE environment = \(env) AND received_at >= \(from) AND received_at < \(to)
+            GROUP BY placement ORDER BY placement
+            """)
+        return try rows.map { row in
+            let views = try row.int64("views"), purchases = try row.int64("purchases")
+            return [
+                "placement": .string(try row.string("placement")), "views": .int(views),
+                "attempts": .int(try row.int64("attempts")), "purchases": .int(purchases),
+                "conversionPct": .double(pct(purchases, views)),
+            ]
+        }
+    }
+
+    static func recentEvents(environment env: String, on db: DatabaseConnection) throws -> [JSON] {
+        let rows = try db.query("""
+            SELECT e.id, e.provider, e.event_type, e.kind, e.status, e.user_id, e.subscription_id, e.product_id,
+                   e.is_trial, e.price_milli, e.currency, e.intrinsic_at, e.expires_at
+            FROM billing_events e
+            WHERE e.environment = \(env) AND e.intrinsic_at IS NOT NULL
+            ORDER BY e.intrinsic_at DESC, e.id DESC
+            LIMIT 20
+            """)
+        return try rows.map { row in
+            [
+                "id": .int(Int64(try row.uint64("id"))),
+                "provider": .string(try row.string("provider")),
+                "type": .string(try row.string("event_type")),
+                "kind": .string(try row.string("kind")),
+                "status": .string(try row.string("status")),
+                "userId": try row.optionalString("user_id").map(JSON.string) ?? .null,
+                "subscriptionId": try row.optionalString("subscription_id").map(JSON.string) ?? .null,
+                "productId": try row.optionalString("product_id").map(JSON.string) ?? .null,
+                "isTrial": .bool(try row.bool("is_trial")),
+                "priceMilli": try row.optionalInt64("price_milli").map(JSON.int) ?? .null,
+                "currency": try row.optionalString("currency").map(JSON.string) ?? .null,
+                "at": .string(try row.timestamp("intrinsic_at").iso8601),
+                "expiresAt": try row.optionalTimestamp("expires_at").map { .string($0.iso8601) } ?? .null,
+            ]
+        }
+    }
+
+    /// nil for UTC; otherwise the zone as given once MariaDB knows it (named zones need its
+    /// time zone tables, `+HH:MM` offsets never do).
+    static func normalizedZone(_ zone: String?, on db: DatabaseConnection) throws -> String? {
+        guard let zone, !zone.isEmpty, !["UTC", "Etc/UTC", "Z", "+00:00"].contains(zone) else { return nil }
+        guard zone.utf8.count <= 64 else { throw QueryError.unknownTimeZone(zone) }
+        let row = try db.queryOne("SELECT CONVERT_TZ('2000-01-01 00:00:00', '+00:00', \(zone)) AS probe")
+        guard let row, try row.optionalTimestamp("probe") != nil else { throw QueryError.unknownTimeZone(zone) }
+        return zone
+    }
+}

@@ -1,0 +1,105 @@
+extension SubscriptionStats {
+    // MARK: - Snapshot at an instant
+
+    struct ProductSnapshot {
+        var productId: String?
+        var active: Int64
+        var trial: Int64
+        var cancelling: Int64
+        var mrrMilli: Int64
+        var cadence: Cadence?
+    }
+
+    struct Snapshot {
+        var at: Timestamp
+        var products: [ProductSnapshot]
+        var active: Int64 { products.reduce(0) { $0 + $1.active } }
+        var trial: Int64 { products.reduce(0) { $0 + $1.trial } }
+        var paying: Int64 { active - trial }
+        var cancelling: Int64 { products.reduce(0) { $0 + $1.cancelling } }
+        var mrrMilli: Int64 { products.reduce(0) { $0 + $1.mrrMilli } }
+
+        var json: JSON {
+            [
+                "at": .string(at.iso8601),
+                "active": .int(active), "trial": .int(trial), "paying": .int(paying),
+                "cancelling": .int(cancelling), "mrrMilli": .int(mrrMilli),
+                "byProduct": .array(products.map { p in
+                    [
+                        "productId": p.productId.map(JSON.string) ?? .null,
+                        "active": .int(p.active), "trial": .int(p.trial), "paying": .int(p.active - p.trial),
+                        "cancelling": .int(p.cancelling), "mrrMilli": .int(p.mrrMilli),
+                        "cadence": p.cadence.map { .string($0.rawValue) } ?? .null,
+                    ]
+                }),
+            ]
+        }
+    }
+
+    /// The state at `t` of every subscription, from its events with intrinsic_at < t:
+    /// only subscriptions with an event before t whose access (expiry or grace) runs past t
+    /// can be active, so those are the candidates (covering index on expires_at); for each,
+    /// LIMIT 1 lookups in the covering per-subscription index find the latest event, the
+    /// latest period start and the latest renewal intent before t; the two rows whose
+    /// product and price matter are then read by primary key.
+    static func snapshot(at t: Timestamp, environment env: String, currency: String,
+                         cadence: (String) -> Cadence?, on db: DatabaseConnection) throws -> Snapshot {
+        let latest = "ORDER BY p.intrinsic_at DESC, p.id DESC LIMIT 1"
+        let sameSubscription: SQLQuery = """
+            p.environment = \(env) AND p.subscription_id = s.subscription_id AND p.intrinsic_at < \(t) AND \(unsafeRaw: counted("p"))
+            """
+        let trial = "COALESCE(pe.is_trial, le.is_trial)"
+        let rows = try db.query("""
+            SELECT COALESCE(pe.product_id, le.product_id) AS product_id,
+              COUNT(*) AS active,
+              SUM(\(unsafeRaw: trial) = 1) AS trial,
+              SUM(COALESCE(z.cancelling, 0)) AS cancelling,
+              SUM(CASE WHEN \(unsafeRaw: trial) = 0 AND pe.currency = \(currency) AND pe.price_milli > 0
+                  THEN pe.price_milli ELSE 0 END) AS price_sum,
+              AVG(CASE WHEN \(unsafeRaw: trial) = 0 AND pe.expires_at > pe.purchased_at
+                  THEN TIMESTAMPDIFF(SECOND, pe.purchased_at, pe.expires_at) END) / 86400 AS period_days
+            FROM (
+              -- LIMIT: never merged (see dailyCounts).
+              SELECT s.subscription_id,
+                (SELECT p.id FROM billing_events p WHERE \(sameSubscription) \(unsafeRaw: latest)) AS last_id,
+                (SELECT p.id FROM billing_events p WHERE \(sameSubscription) AND \(unsafeRaw: periodStart("p"))
+                  \(unsafeRaw: latest)) AS period_id,
+                (SELECT (p.will_renew = 0 OR (p.will_renew IS NULL AND p.kind IN ('cancellation', 'pause')))
+                  FROM billing_events p WHERE \(sameSubscription)
+                    AND (p.will_renew IS NOT NULL OR p.kind IN ('purchase', 'renewal', 'cancellation', 'uncancellation', 'pause'))
+                  \(unsafeRaw: latest)) AS cancelling
+              FROM (
+                SELECT DISTINCT e.subscription_id FROM billing_events e
+                WHERE e.environment = \(env) AND e.expires_at > \(t) AND e.intrinsic_at < \(t) AND \(unsafeRaw: counted("e"))
+                UNION
+                SELECT e.subscription_id FROM billing_events e
+                WHERE e.environment = \(env) AND e.grace_expires_at > \(t) AND e.intrinsic_at < \(t) AND \(unsafeRaw: counted("e"))
+              ) s
+              LIMIT 18446744073709551615
+            ) z
+            JOIN billing_events le ON le.id = z.last_id
+            LEFT JOIN billing_events pe ON pe.id = z.period_id
+            WHERE le.kind NOT IN \(unsafeRaw: lostKinds)
+              AND CASE WHEN le.expires_at IS NOT NULL THEN GREATEST(le.expires_at, COALESCE(le.grace_expires_at, le.expires_at))
+                ELSE (SELECT GREATEST(p.expires_at, COALESCE(p.grace_expires_at, p.expires_at)) FROM billing_events p
+                      WHERE p.environment = \(env) AND p.subscription_id = z.subscription_id AND p.intrinsic_at < \(t)
+                        AND \(unsafeRaw: counted("p")) AND p.expires_at IS NOT NULL \(unsafeRaw: latest))
+                END > \(t)
+            GROUP BY COALESCE(pe.product_id, le.product_id)
+            ORDER BY product_id
+            """)
+        var products: [ProductSnapshot] = []
+        for row in rows {
+            let productId = try row.optionalString("product_id")
+            let priceSum = try row.int64("price_sum")
+            let periodDays = try row.optionalDouble("period_days")
+            let productCadence = productId.flatMap(cadence) ?? periodDays.map { self.cadence(periodDays: $0) }
+            let mrr = productCadence.map { (Double(priceSum) * monthlyFactor($0)).rounded(.toNearestOrAwayFromZero) } ?? 0
+            products.append(ProductSnapshot(productId: productId, active: try row.int64("active"), trial: try row.int64("trial"),
+                                            cancelling: try row.int64("cancelling"), mrrMilli: Int64(mrr),
+                                            cadence: productCadence))
+        }
+        return Snapshot(at: t, products: products)
+    }
+
+}
