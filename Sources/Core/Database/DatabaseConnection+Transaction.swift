@@ -46,10 +46,16 @@ extension DatabaseConnection {
     }
 
     private func transactionOnce<T>(_ body: (DatabaseConnection) throws -> T) throws -> T {
+        try inTransaction(begin: "START TRANSACTION", body)
+    }
+
+    /// `begin`, then `body`, then COMMIT; ROLLBACK (quietly) on any error. The one place a
+    /// transaction is opened and closed (read-write or read-only snapshot).
+    func inTransaction<T>(begin: SQLQuery, _ body: (DatabaseConnection) throws -> T) throws -> T {
         guard transactionGeneration == nil else {
             throw DatabaseError.misuse("nested transaction")
         }
-        try execute("START TRANSACTION")
+        try execute(begin)
         transactionGeneration = currentGeneration
         defer { transactionGeneration = nil }
         do {
