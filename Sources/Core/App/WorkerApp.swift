@@ -104,12 +104,7 @@ public enum WorkerApp {
                 // One MariaDB connection per thread, opened lazily on first use.
                 let database = DatabaseConnection(configuration: databaseConfiguration)
                 return RequestContext(workerIndex: index, clock: services.clock, services: services, database: database,
-                                      reportUnexpectedError: { error, fields in
-                                          var object = JSONObject()
-                                          for key in fields.keys.sorted() { object[key] = .string(fields[key]!) }
-                                          object["error.debug"] = .string(String(reflecting: error))
-                                          logger.log(.error, "request failed unexpectedly", fields: object)
-                                      })
+                                      reportUnexpectedError: RequestContext.reporter(ServerEvents.sink(logger)))
             })
     }
 

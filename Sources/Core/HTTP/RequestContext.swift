@@ -50,8 +50,16 @@ public final class RequestContext {
     }
 
     public static func writeToStandardError(_ error: any Error, _ fields: [String: String]) {
-        var fields = fields
-        fields["error.debug"] = String(reflecting: error)
-        ServerEvents.standardError(.error, "request failed unexpectedly", fields)
+        reporter(ServerEvents.standardError)(error, fields)
+    }
+
+    /// Reports unexpected failures to `events` (one error line with the request's fields and
+    /// the error's debug text).
+    public static func reporter(_ events: @escaping ServerEvents.Sink) -> (_ error: any Error, _ fields: [String: String]) -> Void {
+        { error, fields in
+            var fields = fields
+            fields["error.debug"] = String(reflecting: error)
+            events(.error, "request failed unexpectedly", fields)
+        }
     }
 }
