@@ -90,4 +90,54 @@ import Testing
         #expect(Timestamp(iso8601: "2024-13-01") == nil)
         #expect(Timestamp(iso8601: "garbage") == nil)
     }
+
+    @Test func isoFormattingCoversEveryFieldAndYearsOutsideFourDigits() {
+        #expect(Timestamp(CivilDateTime(year: 2026, month: 11, day: 29, hour: 7, minute: 5, second: 9, millisecond: 42)).iso8601
+                == "2026-11-29T07:05:09.042Z")
+        #expect(Timestamp(CivilDateTime(year: 9999, month: 12, day: 31, hour: 23, minute: 59, second: 59, millisecond: 999)).iso8601
+                == "9999-12-31T23:59:59.999Z")
+        #expect(Timestamp(CivilDateTime(year: 0, month: 1, day: 1)).iso8601 == "0000-01-01T00:00:00.000Z")
+        #expect(Timestamp(CivilDateTime(year: 10000, month: 1, day: 1)).iso8601 == "10000-01-01T00:00:00.000Z")
+        for ms in stride(from: Int64(-86_400_000), through: 4_102_444_800_000, by: 7_919_999_993) {
+            let t = Timestamp(millisecondsSinceEpoch: ms)
+            #expect(Timestamp(iso8601: t.iso8601) == t)
+        }
+    }
+}
+
+@Suite struct JSONObjectTests {
+    @Test func keepsInsertionOrderAndReplacesInPlace() {
+        var o: JSONObject = ["b": 1, "a": 2, "c": 3]
+        o["a"] = "two"
+        o["d"] = 4
+        #expect(o.keys == ["b", "a", "c", "d"])
+        #expect(o["a"] == "two" && o["zz"] == nil)
+        o["b"] = nil
+        #expect(o.keys == ["a", "c", "d"] && o.count == 3)
+        #expect(String(decoding: JSON.object(o).serialized(), as: UTF8.self) == #"{"a":"two","c":3,"d":4}"#)
+    }
+
+    @Test func comparesLikeADictionary() {
+        let a: JSONObject = ["x": 1, "y": [true, nil]]
+        let b: JSONObject = ["y": [true, nil], "x": 1]
+        #expect(a == b)
+        #expect(a != ["x": 1, "y": [true]])
+        #expect(a != ["x": 1])
+        #expect(a != ["x": 1, "y": [true, nil], "z": 0])
+    }
+
+    @Test func largeObjectsStayCorrectPastTheIndexThreshold() {
+        var o = JSONObject()
+        for i in 0..<40 { o["k\(i)"] = .int(Int64(i)) }
+        #expect(o.count == 40 && o["k0"] == 0 && o["k39"] == 39 && o["k40"] == nil)
+        o["k7"] = nil
+        o["k20"] = "twenty"
+        #expect(o.count == 39 && o["k7"] == nil && o["k8"] == 8 && o["k39"] == 39 && o["k20"] == "twenty")
+        #expect(o.keys.first == "k0" && o.keys.last == "k39" && !o.keys.contains("k7"))
+        var reversed = JSONObject()
+        for key in o.keys.reversed() { reversed[key] = o[key] }
+        #expect(reversed == o)
+        let parsed = try? JSON.parse(JSON.object(o).serialized())
+        #expect(parsed == .object(o))
+    }
 }

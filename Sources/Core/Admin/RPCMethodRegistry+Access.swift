@@ -12,7 +12,7 @@ extension RPCMethodRegistry {
             let cadence: (String) -> Cadence? = { catalog[$0]?.cadence ?? Cadence.inferred(fromProductId: $0) }
             return try db.readOnlySnapshot { db -> JSON in
                 guard let user = try db.queryOne("SELECT created_at, source, deleted_at FROM billing_users WHERE id = \(userId)"),
-                      var snapshot = try AccessSnapshot.loadInTransaction(userId: userId, now: now, cadence: cadence, on: db) else {
+                      var snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db) else {
                     throw AdminError.notFound("user", ["userId": .string(userId)])
                 }
                 snapshot.quota = try QuotaService.status(for: snapshot, services: context.billing, on: db)

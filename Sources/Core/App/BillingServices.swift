@@ -13,6 +13,8 @@ public final class BillingServices: Sendable {
     public let flags = FlagCache()
     /// Plan versions, cached briefly per process.
     public let plans = PlanCatalog()
+    /// Access records of recently seen users, validated on every use (`SnapshotCache`).
+    public let snapshots: SnapshotCache
     /// nil when `apple.trustedRootsFiles` or `apple.bundleId` is not configured: the App
     /// Store routes then answer 501.
     public let appleVerifier: AppleSignedDataVerifier?
@@ -24,6 +26,7 @@ public final class BillingServices: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
+        self.snapshots = SnapshotCache(capacity: configuration.server.snapshotCacheUsers)
         guard let pattern = UserIdPattern(configuration.users.idPattern) else {
             throw ConfigurationError("users.idPattern: not a valid POSIX extended regular expression")
         }
@@ -35,7 +38,8 @@ public final class BillingServices: Sendable {
                 throw ConfigurationError("auth.issuer and auth.audience are required with auth.keysFile")
             }
             tokenVerifier = IDTokenVerifier(keys: try TokenKeySet.load(path: keysFile), issuer: issuer,
-                                            audience: audience, leewaySeconds: configuration.auth.leewaySeconds)
+                                            audience: audience, leewaySeconds: configuration.auth.leewaySeconds,
+                                            cachedTokens: configuration.server.snapshotCacheUsers)
         } else {
             tokenVerifier = nil
         }

@@ -50,17 +50,40 @@ public struct IDTokenVerifier: Sendable {
     public let audience: String
     public let leewaySeconds: Int64
 
-    public init(keys: TokenKeySet, issuer: String, audience: String, leewaySeconds: Int) {
+    /// Tokens whose signature already verified in this process (by digest), so a client
+    /// presenting the same token again costs a hash instead of an RSA or ECDSA verification.
+    /// The key set never changes in a process, so a signature that verified once always
+    /// would; times are still judged on every use. nil: no cache.
+    let verified: BoundedCache<TokenDigest, SignedClaims>?
+
+    /// `cachedTokens`: verified tokens remembered per generation (0: verify every time).
+    public init(keys: TokenKeySet, issuer: String, audience: String, leewaySeconds: Int, cachedTokens: Int = 0) {
         self.keys = keys
         self.issuer = issuer
         self.audience = audience
         self.leewaySeconds = Int64(min(max(leewaySeconds, 0), 86_400))
+        self.verified = cachedTokens > 0 ? BoundedCache(capacity: cachedTokens) : nil
     }
 
     /// 9999-12-31T23:59:59Z: the largest `exp`, `nbf` or `iat` accepted.
     static let maxNumericDate: Int64 = 253_402_300_799
 
     public func verify(_ token: some StringProtocol, now: Timestamp) throws(AuthError) -> VerifiedIDToken {
+        guard let verified else { return try signedClaims(token).validated(at: now, leewaySeconds: leewaySeconds) }
+        let digest = TokenDigest(token)
+        let claims: SignedClaims
+        if let cached = verified[digest] {
+            claims = cached
+        } else {
+            claims = try signedClaims(token)
+            verified.store(claims, for: digest)
+        }
+        return try claims.validated(at: now, leewaySeconds: leewaySeconds)
+    }
+
+    /// Everything about a token that does not depend on the clock: structure, algorithm,
+    /// key, signature, issuer, audience, subject, and the NumericDate claims parsed.
+    func signedClaims(_ token: some StringProtocol) throws(AuthError) -> SignedClaims {
         let jws: CompactJWS
         do { jws = try CompactJWS.parse(token, maxBytes: 8192) } catch { throw AuthError(.malformed) }
         let algorithm = jws.algorithm
@@ -80,7 +103,6 @@ public struct IDTokenVerifier: Sendable {
         guard key.verifySHA256(signature: signature, message: jws.signingInput) else { throw AuthError(.badSignature) }
 
         let claims = jws.payload
-        let nowSeconds = now.millisecondsSinceEpoch / 1000
         // NumericDate claims are bounded to years 1970…9999 before any arithmetic: a signed
         // `exp` near Int64.max overflowed `exp + leeway` and `Timestamp(secondsSinceEpoch:)`
         // and trapped, killing the worker process (found by scripts/fuzz, target idtoken).
@@ -90,12 +112,8 @@ public struct IDTokenVerifier: Sendable {
             return seconds
         }
         guard let exp = try numericDate("exp") else { throw AuthError(.malformed) }
-        guard nowSeconds < exp + leewaySeconds else { throw AuthError(.expired) }
-        if let nbf = try numericDate("nbf") {
-            guard nbf <= nowSeconds + leewaySeconds else { throw AuthError(.notYetValid) }
-        }
+        let nbf = try numericDate("nbf")
         guard let iat = try numericDate("iat") else { throw AuthError(.malformed) }
-        guard iat <= nowSeconds + leewaySeconds else { throw AuthError(.notYetValid) }
         guard let iss = claims["iss"]?.stringValue, iss == issuer else { throw AuthError(.wrongIssuer) }
         switch claims["aud"] {
         case .string(let aud)? where aud == audience: break
@@ -104,6 +122,44 @@ public struct IDTokenVerifier: Sendable {
         }
         guard let sub = claims["sub"]?.stringValue, !sub.isEmpty, sub.utf8.count <= 128,
               !sub.utf8.contains(where: { $0 < 0x20 }) else { throw AuthError(.invalidSubject) }
-        return VerifiedIDToken(subject: sub, issuer: iss, expiresAt: Timestamp(secondsSinceEpoch: exp))
+        return SignedClaims(subject: sub, issuer: iss, expiresAt: exp, notBefore: nbf, issuedAt: iat)
+    }
+
+    /// A token whose signature and clock-free claims verified; its times are judged per use.
+    struct SignedClaims: Sendable, Equatable {
+        var subject: String
+        var issuer: String
+        /// NumericDate seconds (`exp`, `nbf`, `iat`), within 1970…9999.
+        var expiresAt: Int64
+        var notBefore: Int64?
+        var issuedAt: Int64
+
+        func validated(at now: Timestamp, leewaySeconds: Int64) throws(AuthError) -> VerifiedIDToken {
+            let nowSeconds = now.millisecondsSinceEpoch / 1000
+            guard nowSeconds < expiresAt + leewaySeconds else { throw AuthError(.expired) }
+            if let notBefore { guard notBefore <= nowSeconds + leewaySeconds else { throw AuthError(.notYetValid) } }
+            guard issuedAt <= nowSeconds + leewaySeconds else { throw AuthError(.notYetValid) }
+            return VerifiedIDToken(subject: subject, issuer: issuer, expiresAt: Timestamp(secondsSinceEpoch: expiresAt))
+        }
+    }
+
+    /// SHA-256 of a token: the cache key, so the cache holds no token and looking one up
+    /// compares digests, not the bearer secret itself.
+    struct TokenDigest: Hashable, Sendable {
+        var words: (UInt64, UInt64, UInt64, UInt64)
+
+        init(_ token: some StringProtocol) {
+            let d = SHA256.hash(Array(token.utf8))
+            func word(_ i: Int) -> UInt64 { (0..<8).reduce(0) { $0 << 8 | UInt64(d[i * 8 + $1]) } }
+            words = (word(0), word(1), word(2), word(3))
+        }
+
+        static func == (a: Self, b: Self) -> Bool { a.words == b.words }
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(words.0)
+            hasher.combine(words.1)
+            hasher.combine(words.2)
+            hasher.combine(words.3)
+        }
     }
 }

@@ -56,6 +56,7 @@ extension BillingConfiguration {
             r.int("socketMode", into: &server.socketMode, range: 0...0o777)
             r.int("backlog", into: &server.backlog, range: 1...65_535)
             r.optionalString("metricsDirectory", into: &server.metricsDirectory)
+            r.int("snapshotCacheUsers", into: &server.snapshotCacheUsers, range: 0...10_000_000)
         }
         reader.section("admin") { r in
             r.string("socket", into: &admin.socket)

@@ -34,6 +34,10 @@ public struct BillingConfiguration: Sendable, CustomStringConvertible {
         /// metrics route and `system.health` read them. nil: `metrics/` beside the worker
         /// socket (billing-rpc: beside `admin.socket`).
         public var metricsDirectory: String? = nil
+        /// Users whose access records each worker process caches (two generations of this
+        /// many; validated against `billing_access.snapshot_version` on every request). 0
+        /// disables the cache.
+        public var snapshotCacheUsers = 10_000
         public init() {}
     }
 

@@ -1,4 +1,5 @@
 import CFCGI
+import Glibc
 
 /// One thread's `FCGX_Request`, reused for every request that thread accepts.
 ///
@@ -40,11 +41,13 @@ final class FastCGIRequest {
         var result: [String: String] = [:]
         guard var entry = raw.pointee.envp else { return result }
         while let cString = entry.pointee {
-            let pair = String(cString: cString)
-            if let equals = pair.firstIndex(of: "=") {
-                result[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
+            // NAME=VALUE, split on the first '=' without an intermediate String.
+            let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(cString).assumingMemoryBound(to: UInt8.self), count: strlen(cString))
+            if let equals = bytes.firstIndex(of: 0x3D) {
+                result[String(decoding: UnsafeBufferPointer(rebasing: bytes[..<equals]), as: UTF8.self)] =
+                    String(decoding: UnsafeBufferPointer(rebasing: bytes[(equals + 1)...]), as: UTF8.self)
             } else {
-                result[pair] = ""
+                result[String(decoding: bytes, as: UTF8.self)] = ""
             }
             entry += 1
         }

@@ -13,12 +13,22 @@ public enum JSON: Sendable, Equatable {
 /// A JSON object that keeps its keys in insertion order (for stable, readable output)
 /// while comparing like a dictionary (key order is not part of JSON's meaning).
 public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
-    public private(set) var keys: [String] = []
-    private var storage: [String: JSON] = [:]
+    private struct Entry: Sendable, Equatable {
+        var key: String
+        var value: JSON
+    }
+
+    /// Members in insertion order. Small objects (responses, log lines: most of them) are
+    /// searched linearly, which costs less than hashing every key; past `indexedAbove`
+    /// members (parsed payloads can be large) a key → position index keeps lookups O(1).
+    private var entries: [Entry] = []
+    private var index: [String: Int]?
+    private static let indexedAbove = 16
 
     public init() {}
 
     public init(dictionaryLiteral elements: (String, JSON)...) {
+        entries.reserveCapacity(elements.count)
         for (key, value) in elements { self[key] = value }
     }
 
@@ -26,28 +36,50 @@ public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionary
         for (key, value) in pairs { self[key] = value }
     }
 
-    public var count: Int { keys.count }
-    public var isEmpty: Bool { keys.isEmpty }
+    /// Keys in insertion order.
+    public var keys: [String] { entries.map(\.key) }
+    public var count: Int { entries.count }
+    public var isEmpty: Bool { entries.isEmpty }
 
-    /// Setting `nil` removes the key; setting an existing key keeps its position.
+    private func position(of key: String) -> Int? {
+        if let index { return index[key] }
+        return entries.firstIndex { $0.key == key }
+    }
+
     public subscript(key: String) -> JSON? {
-        get { storage[key] }
+        get { position(of: key).map { entries[$0].value } }
         set {
             if let newValue {
-                if storage.updateValue(newValue, forKey: key) == nil { keys.append(key) }
-            } else if storage.removeValue(forKey: key) != nil {
-                keys.removeAll { $0 == key }
+                if let i = position(of: key) {
+                    entries[i].value = newValue
+                } else {
+                    entries.append(Entry(key: key, value: newValue))
+                    if index != nil {
+                        index![key] = entries.count - 1
+                    } else if entries.count > Self.indexedAbove {
+                        rebuildIndex()
+                    }
+                }
+            } else if let i = position(of: key) {
+                entries.remove(at: i)
+                if index != nil { rebuildIndex() }
             }
         }
     }
 
-    public func makeIterator() -> some IteratorProtocol<(key: String, value: JSON)> {
-        let storage = self.storage
-        return keys.lazy.map { (key: $0, value: storage[$0]!) }.makeIterator()
+    private mutating func rebuildIndex() {
+        var index = [String: Int](minimumCapacity: entries.count)
+        for (i, entry) in entries.enumerated() { index[entry.key] = i }
+        self.index = index
     }
 
+    public func makeIterator() -> some IteratorProtocol<(key: String, value: JSON)> {
+        entries.lazy.map { (key: $0.key, value: $0.value) }.makeIterator()
+    }
+
+    /// Same members with equal values, in any order.
     public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
-        lhs.storage == rhs.storage
+        lhs.count == rhs.count && lhs.entries.allSatisfy { rhs[$0.key] == $0.value }
     }
 }
 

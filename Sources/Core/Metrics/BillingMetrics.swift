@@ -48,6 +48,9 @@ public final class BillingMetrics: Sendable {
     private let databaseErrors: [MetricCounter]
     /// Transactions rolled back and run again after a deadlock or lock wait timeout.
     public let databaseRetries = MetricCounter()
+    /// Access snapshots served from the snapshot cache, and those read in full.
+    public let snapshotCacheHits = MetricCounter()
+    public let snapshotCacheMisses = MetricCounter()
 
     public init() {
         webhooks = (0..<(WebhookProvider.allCases.count * WebhookOutcome.allCases.count)).map { _ in MetricCounter() }
@@ -96,6 +99,8 @@ public final class BillingMetrics: Sendable {
             samples.append(MetricSample("billing_db_errors_total", ["kind": kind.rawValue], Double(databaseErrors[index].current)))
         }
         samples.append(MetricSample("billing_db_retries_total", [:], Double(databaseRetries.current)))
+        samples.append(MetricSample("billing_snapshot_cache_total", ["result": "hit"], Double(snapshotCacheHits.current)))
+        samples.append(MetricSample("billing_snapshot_cache_total", ["result": "miss"], Double(snapshotCacheMisses.current)))
         return samples
     }
 }

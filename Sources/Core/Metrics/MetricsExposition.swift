@@ -114,6 +114,7 @@ public enum MetricsExposition {
         Family(name: "billing_usage_decisions_total", type: "counter", help: "POST /billing/usage decisions: allowed, over_limit (recorded in observe mode), refused (402)."),
         Family(name: "billing_db_errors_total", type: "counter", help: "Database errors that reached a request, by kind."),
         Family(name: "billing_db_retries_total", type: "counter", help: "Transactions re-run after a deadlock or lock wait timeout."),
+        Family(name: "billing_snapshot_cache_total", type: "counter", help: "GET /billing/access served from the worker's snapshot cache (hit) or read in full (miss)."),
         Family(name: "billing_worker_threads", type: "gauge", help: "Threads (and database connections) of the worker process."),
         Family(name: "billing_worker_busy_threads", type: "gauge", help: "Threads serving a request right now (the rest are idle in accept)."),
         Family(name: "billing_worker_requests_served_total", type: "counter", help: "Requests served since the worker process started."),

@@ -28,8 +28,9 @@ public enum QuotaService {
                        trial: (start: Timestamp, end: Timestamp)?) -> [(name: String, meter: PlanContract.Meter, window: QuotaWindow, version: Int)] {
         let current = PlanCatalog.plan(in: plans, at: now)
         var result: [(String, PlanContract.Meter, QuotaWindow, Int)] = []
-        for name in current.contract.meterNames {
-            guard var meter = current.contract.tiers[planTier]?.meters[name] else { continue }
+        let tierMeters = current.contract.tiers[planTier]?.meters ?? [:]
+        for name in tierMeters.keys.sorted() {
+            guard var meter = tierMeters[name] else { continue }
             var version = current.version
             var window = QuotaWindow.current(meter.window, anchor: anchor, now: now, trial: trial)
             let atStart = PlanCatalog.plan(in: plans, at: window.start)
@@ -48,19 +49,25 @@ public enum QuotaService {
         return (start, end)
     }
 
-    /// Plan version, capabilities and every meter's balance for the snapshot's user.
-    public static func status(for snapshot: AccessSnapshot, services: BillingServices, on db: DatabaseConnection) throws -> QuotaStatus {
+    /// What the plan in force gives the snapshot's user: version, capabilities and each
+    /// meter's limit and current window, without the usage (pure apart from the plan cache).
+    public static func plan(for snapshot: AccessSnapshot, services: BillingServices, on db: DatabaseConnection) throws -> QuotaPlan {
         let plans = try services.plans.plans(on: db)
         let planTier = planTier(of: snapshot)
         let now = snapshot.serverTime
         let current = PlanCatalog.plan(in: plans, at: now)
         let meters = meters(planTier: planTier, plans: plans, anchor: snapshot.userCreatedAt ?? now, now: now,
                             trial: trialWindow(snapshot))
-        let used = try usage(userId: snapshot.userId, windows: meters.map { ($0.name, $0.window) }, on: db)
-        return QuotaStatus(planVersion: current.version, planTier: planTier,
-                           capabilities: current.contract.tiers[planTier]?.capabilities ?? [],
-                           balances: meters.map { MeterBalance(meter: $0.name, limit: $0.meter.limit, used: used[$0.name] ?? 0, window: $0.window) },
-                           enforcement: services.flags.current(on: db).enforcement)
+        return QuotaPlan(planVersion: current.version, planTier: planTier,
+                         capabilities: current.contract.tiers[planTier]?.capabilities ?? [],
+                         meters: meters.map { QuotaPlan.Meter(name: $0.name, limit: $0.meter.limit, window: $0.window) })
+    }
+
+    /// Plan version, capabilities and every meter's balance for the snapshot's user.
+    public static func status(for snapshot: AccessSnapshot, services: BillingServices, on db: DatabaseConnection) throws -> QuotaStatus {
+        let plan = try plan(for: snapshot, services: services, on: db)
+        let used = try usage(userId: snapshot.userId, windows: plan.windows, on: db)
+        return plan.status(used: used, enforcement: services.flags.current(on: db).enforcement)
     }
 
     /// Units used per meter, each within its own window, in one query.
@@ -103,7 +110,7 @@ public enum QuotaService {
                 return .recorded(replay)
             }
             let catalog = services.configuration.products
-            guard let snapshot = try AccessSnapshot.loadInTransaction(userId: userId, now: now, cadence: { catalog[$0]?.cadence }, on: db) else {
+            guard let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: { catalog[$0]?.cadence }, on: db) else {
                 throw APIError.unavailable()
             }
             let plans = try services.plans.plans(on: db)
@@ -146,5 +153,30 @@ public enum QuotaService {
             throw APIError.conflict("idempotencyKey was already used with a different amount", code: "idempotency_conflict")
         }
         return try row.json("response")
+    }
+}
+
+/// The plan side of a user's quota status at one instant: everything but the usage.
+public struct QuotaPlan: Sendable, Equatable {
+    public var planVersion: Int
+    public var planTier: PlanContract.PlanTier
+    public var capabilities: [String]
+    public var meters: [Meter]
+
+    public struct Meter: Sendable, Equatable {
+        public var name: String
+        /// nil = unlimited.
+        public var limit: Int64?
+        public var window: QuotaWindow
+    }
+
+    /// Each meter's current window, for the usage query.
+    public var windows: [(meter: String, window: QuotaWindow)] { meters.map { ($0.name, $0.window) } }
+
+    /// The status with `used` units per meter (a meter missing from it has used nothing).
+    public func status(used: [String: Int64], enforcement: Enforcement) -> QuotaStatus {
+        QuotaStatus(planVersion: planVersion, planTier: planTier, capabilities: capabilities,
+                    balances: meters.map { MeterBalance(meter: $0.name, limit: $0.limit, used: used[$0.name] ?? 0, window: $0.window) },
+                    enforcement: enforcement)
     }
 }

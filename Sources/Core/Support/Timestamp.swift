@@ -68,6 +68,25 @@ extension Timestamp {
     /// ISO-8601 in UTC with milliseconds, as every API response prints instants.
     public var iso8601: String {
         let c = civil
+        guard (0...9999).contains(c.year) else { return paddedISO8601(c) }
+        // YYYY-MM-DDTHH:MM:SS.mmmZ written straight into the string's storage (hot: every
+        // snapshot and log line formats several).
+        return String(unsafeUninitializedCapacity: 24) { buffer in
+            func put(_ value: Int, _ width: Int, at offset: Int) {
+                var v = value
+                for i in stride(from: offset + width - 1, through: offset, by: -1) {
+                    buffer[i] = UInt8(48 + v % 10)
+                    v /= 10
+                }
+            }
+            put(c.year, 4, at: 0); buffer[4] = 0x2D; put(c.month, 2, at: 5); buffer[7] = 0x2D; put(c.day, 2, at: 8)
+            buffer[10] = 0x54; put(c.hour, 2, at: 11); buffer[13] = 0x3A; put(c.minute, 2, at: 14); buffer[16] = 0x3A
+            put(c.second, 2, at: 17); buffer[19] = 0x2E; put(c.millisecond, 3, at: 20); buffer[23] = 0x5A
+            return 24
+        }
+    }
+
+    private func paddedISO8601(_ c: CivilDateTime) -> String {
         func pad(_ v: Int, _ width: Int) -> String {
             let s = String(v)
             return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s

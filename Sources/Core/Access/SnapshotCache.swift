@@ -1,0 +1,68 @@
+/// Access records and their usage sums, per worker process, so that `GET /billing/access`
+/// for a user whose data has not changed costs one primary-key read instead of the full
+/// record, plan and usage queries.
+///
+/// Never trusted blindly: every hit is validated against the user's
+/// `billing_access.snapshot_version`, which triggers (migration 009) change in the same
+/// transaction as anything the record or the usage holds. A version equal to the cached
+/// one therefore proves the cached rows are the committed rows at the moment of that read,
+/// whoever wrote them (a worker of another process, the admin daemon, a DBA by hand). What
+/// depends on the clock (expiry, grace, overlays starting or ending, quota windows) is
+/// judged again at every request; a request whose windows the cached usage does not cover
+/// (a window rolled over, a new plan version) reads everything again.
+///
+/// Bounded (`BoundedCache`): at most 2 × `capacity` users, recently used ones kept.
+public final class SnapshotCache: Sendable {
+    public struct Entry: Sendable, Equatable {
+        public var record: AccessRecord
+        /// Units used per (meter, window), read in the same transaction as `record`.
+        public var usage: [UsageKey: Int64]
+
+        public init(record: AccessRecord, windows: [(meter: String, window: QuotaWindow)], used: [String: Int64]) {
+            self.record = record
+            self.usage = Dictionary(windows.map { (UsageKey(meter: $0.meter, window: $0.window), used[$0.meter] ?? 0) },
+                                    uniquingKeysWith: { first, _ in first })
+        }
+
+        /// Units used per meter for `windows`; nil when a window is not the one cached.
+        public func used(in windows: [(meter: String, window: QuotaWindow)]) -> [String: Int64]? {
+            var result: [String: Int64] = [:]
+            for (meter, window) in windows {
+                guard let used = usage[UsageKey(meter: meter, window: window)] else { return nil }
+                result[meter] = used
+            }
+            return result
+        }
+    }
+
+    public struct UsageKey: Hashable, Sendable {
+        public var meter: String
+        public var start: Timestamp
+        public var end: Timestamp
+
+        init(meter: String, window: QuotaWindow) {
+            self.meter = meter
+            self.start = window.start
+            self.end = window.end
+        }
+    }
+
+    private let entries: BoundedCache<String, Entry>
+
+    public init(capacity: Int) {
+        entries = BoundedCache(capacity: capacity)
+    }
+
+    /// Users per generation; 0 disables the cache.
+    public var capacity: Int { entries.capacity }
+
+    /// The cached entry for `userId`, if any (not yet validated).
+    public func entry(for userId: String) -> Entry? { entries[userId] }
+
+    public func store(_ entry: Entry) { entries.store(entry, for: entry.record.userId) }
+
+    public func remove(_ userId: String) { entries.remove(userId) }
+
+    /// Users held.
+    public var count: Int { entries.count }
+}
