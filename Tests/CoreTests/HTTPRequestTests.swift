@@ -115,4 +115,17 @@ import Testing
         #expect(RequestBodyPolicy.verdict(plan: .readToEnd(limit: 5), received: 5, moreInput: false) == nil)
         #expect(RequestBodyPolicy.verdict(plan: .readToEnd(limit: 5), received: 6, moreInput: false)?.status.code == 413)
     }
+
+    @Test func headerNamesCompareASCIICaseInsensitivelyOnly() {
+        #expect(HTTPHeaders.sameName("Content-Type", "content-TYPE"))
+        #expect(HTTPHeaders.sameName("X-1_a", "x-1_A"))
+        #expect(!HTTPHeaders.sameName("Content-Type", "Content-Typ"))
+        #expect(!HTTPHeaders.sameName("[", "{"), "0x5B and 0x7B differ only in bit 0x20 but are not letters")
+        #expect(!HTTPHeaders.sameName("@", "`"))
+        var headers: HTTPHeaders = ["Authorization": "a", "X-Other": "b", "authorization": "c"]
+        #expect(headers["AUTHORIZATION"] == "a" && headers.values(for: "authorization") == ["a", "c"])
+        headers.remove(name: "AuThOrIzAtIoN")
+        #expect(headers.count == 1 && headers["x-other"] == "b")
+        #expect(HTTPHeaders(dictionaryLiteral: ("a", "1")) == HTTPHeaders(dictionaryLiteral: ("A", "1")))
+    }
 }

@@ -11,10 +11,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
 
     /// The first value of `name` (any case), or nil.
     public subscript(name: String) -> String? {
-        get {
-            let key = name.lowercased()
-            return fields.first { $0.name.lowercased() == key }?.value
-        }
+        get { fields.first { Self.sameName($0.name, name) }?.value }
         set {
             remove(name: name)
             if let newValue { add(name: name, value: newValue) }
@@ -23,8 +20,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
 
     /// All values of `name` (any case), in order.
     public func values(for name: String) -> [String] {
-        let key = name.lowercased()
-        return fields.filter { $0.name.lowercased() == key }.map(\.value)
+        return fields.filter { Self.sameName($0.name, name) }.map(\.value)
     }
 
     public func contains(_ name: String) -> Bool { self[name] != nil }
@@ -34,8 +30,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     }
 
     public mutating func remove(name: String) {
-        let key = name.lowercased()
-        fields.removeAll { $0.name.lowercased() == key }
+        fields.removeAll { Self.sameName($0.name, name) }
     }
 
     public var count: Int { fields.count }
@@ -45,6 +40,13 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     }
 
     public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
-        lhs.fields.elementsEqual(rhs.fields) { $0.name.lowercased() == $1.name.lowercased() && $0.value == $1.value }
+        lhs.fields.elementsEqual(rhs.fields) { sameName($0.name, $1.name) && $0.value == $1.value }
+    }
+
+    /// Field names compare ASCII case-insensitively (RFC 9110 §5.1), without allocating.
+    static func sameName(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8) { x, y in
+            x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A)
+        }
     }
 }
