@@ -7,6 +7,8 @@ import Glibc
 /// address for the object's lifetime. Used only by the thread that created it.
 final class FastCGIRequest {
     private let raw: UnsafeMutablePointer<FCGX_Request>
+    /// Where FCGI_STDIN is read, allocated once per thread rather than per request.
+    private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
 
     init(listenDescriptor: Int32) throws(FastCGIError) {
         raw = .allocate(capacity: 1)
@@ -57,7 +59,6 @@ final class FastCGIRequest {
     /// Reads up to `limit` bytes of FCGI_STDIN; fewer means end of input was reached.
     func read(upTo limit: Int) -> [UInt8] {
         var body: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while body.count < limit {
             let wanted = min(chunk.count, limit - body.count)
             let got = chunk.withUnsafeMutableBufferPointer { buffer in
@@ -73,7 +74,6 @@ final class FastCGIRequest {
     /// Reads and throws away up to `limit` bytes; true when end of input was reached, so
     /// nginx finished sending and will read our response instead of seeing a reset.
     func discard(upTo limit: Int) -> Bool {
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         var remaining = limit
         while remaining > 0 {
             let wanted = min(chunk.count, remaining)

@@ -1,4 +1,5 @@
-/// `GET /api/v1/health`: liveness of this worker and readiness of its database connection.
+/// `GET /api/v1/health`: liveness of this worker and readiness of its database connection
+/// (one `SELECT 1` on the thread's connection).
 /// 200 `{"status":"ok","database":"ok",...}`, or 503 `{"status":"unavailable","database":"down",...}`
 /// so a load balancer or `scripts/` can wait for readiness. The probe's error text is not
 /// returned (it may name hosts or users).
