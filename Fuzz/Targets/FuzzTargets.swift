@@ -29,6 +29,7 @@ enum FuzzTargets {
         FuzzTarget(name: "jsonrpc", body: jsonRPC),
         FuzzTarget(name: "revenuecat", body: revenueCat),
         FuzzTarget(name: "json", body: json),
+        FuzzTarget(name: "appstore", body: appStore),
     ]
 
     static let selected: FuzzTarget = {
@@ -94,7 +95,7 @@ enum FuzzTargets {
         }
     }
 
-    private static func signRaw(header: JSON, payload: JSON, key: PrivateKey, ec: Bool) throws -> String {
+    static func signRaw(header: JSON, payload: JSON, key: PrivateKey, ec: Bool) throws -> String {
         let input = Base64URL.encode(header.serialized()) + "." + Base64URL.encode(payload.serialized())
         var signature = try key.signSHA256(Array(input.utf8))
         if ec { signature = try ECDSASignature.rawFromDER(signature) }
