@@ -15,11 +15,10 @@ import time
 import unittest
 import uuid
 
-from billing import RPC_SOCKET, VAR_DIR, request, rpc, rpc_raw, wait_until, worker_pids
+from billing import RPC_SOCKET, VAR_DIR, request, rpc, rpc_raw, sql, sql_string, wait_until, worker_pids
 
 WEBHOOK = "/api/v1/billing/webhooks/revenuecat"
 SECRET_FILE = os.path.join(VAR_DIR, "secrets", "revenuecat-webhook-secret")
-DB_SOCKET = os.path.join(VAR_DIR, "run", "mariadb.sock")
 INJECTIONS = [
     "'; DROP TABLE billing_events; --",
     "\" OR \"1\"=\"1",
@@ -35,17 +34,6 @@ INJECTIONS = [
 def secret():
     with open(SECRET_FILE) as f:
         return f.read().strip()
-
-
-def sql(statement):
-    r = subprocess.run(["mariadb", "--no-defaults", "--protocol=socket", "-S", DB_SOCKET, "-uroot", "-N", "-B",
-                        "--raw", "billing", "-e", statement], capture_output=True, text=True, timeout=30, check=True)
-    return [line.split("\t") for line in r.stdout.splitlines()]
-
-
-def sql_string(value):
-    """A SQL string literal for the test's own read-back queries (the test, not the service)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def inbox_count(event_id):
