@@ -147,14 +147,7 @@ extension FuzzTargets {
     private static func checkAppleDelivery(_ delivery: AppleDelivery, provider: EventProvider) {
         let event = delivery.event
         fuzzCheck(event.provider == provider, "wrong provider \(event.provider)")
-        fuzzCheck(!event.providerEventId.isEmpty && event.providerEventId.utf8.count <= 191, "event id out of bounds")
-        fuzzCheck(delivery.userCandidates.allSatisfy(UserIdPattern.uuid.matches), "candidate not matching the id pattern")
-        fuzzCheck(event.priceMilli == nil || event.currency.map { $0.utf8.count == 3 && $0.utf8.allSatisfy { $0 >= 65 && $0 <= 90 } } == true,
-                  "a price without a valid ISO 4217 currency")
-        fuzzCheck(event.rawType.utf8.count <= 64 && (event.platform?.utf8.count ?? 0) <= 32 && (event.cancelReason?.utf8.count ?? 0) <= 64,
-                  "a string longer than its inbox column")
-        fuzzCheck([event.subscriptionId, event.productId, event.newProductId].allSatisfy { ($0?.utf8.count ?? 0) <= 191 },
-                  "an id longer than its inbox column")
+        checkFitsTheInbox(event, candidates: delivery.userCandidates)
         fuzzCheck(event.tier == nil || event.productId.map { appleCatalog[$0] != nil } == true, "a tier for a product outside the catalog")
         if let t = delivery.transaction {
             // billing_apple_bindings / billing_binding_audit columns.
