@@ -3,7 +3,7 @@
 // This file and FuzzTargets.swift are compiled together with every Core source into one
 // module named Core, so a target can reach internal API (e.g. PayloadReader). One binary
 // serves every target: the target is chosen by the environment variable FUZZ_TARGET, read
-// once. A crash found here becomes a regression test in Tests/CoreTests/FuzzRegressionTests.swift.
+// once. A crash found here becomes a regression test in Tests/CoreTests/HostileInputRegressionTests.swift.
 import Glibc
 
 @_cdecl("LLVMFuzzerTestOneInput")

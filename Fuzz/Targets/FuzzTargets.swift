@@ -29,6 +29,7 @@ enum FuzzTargets {
         FuzzTarget(name: "jsonrpc", body: jsonRPC),
         FuzzTarget(name: "revenuecat", body: revenueCat),
         FuzzTarget(name: "json", body: json),
+        FuzzTarget(name: "appstore", body: appStore),
     ]
 
     static let selected: FuzzTarget = {
@@ -94,7 +95,7 @@ enum FuzzTargets {
         }
     }
 
-    private static func signRaw(header: JSON, payload: JSON, key: PrivateKey, ec: Bool) throws -> String {
+    static func signRaw(header: JSON, payload: JSON, key: PrivateKey, ec: Bool) throws -> String {
         let input = Base64URL.encode(header.serialized()) + "." + Base64URL.encode(payload.serialized())
         var signature = try key.signSHA256(Array(input.utf8))
         if ec { signature = try ECDSASignature.rawFromDER(signature) }
@@ -175,20 +176,24 @@ enum FuzzTargets {
         guard let body = try? JSON.parse(bytes, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 32)) else { return }
         do {
             let delivery = try RevenueCatDelivery.decode(body, tiers: tiers, idPattern: .uuid)
-            fuzzCheck(!delivery.event.providerEventId.isEmpty && delivery.event.providerEventId.utf8.count <= 191, "event id out of bounds")
-            fuzzCheck(delivery.userCandidates.allSatisfy(UserIdPattern.uuid.matches), "candidate not matching the id pattern")
-            // What the inbox's CHECK constraints and column widths demand (a violation there is a 500).
-            let event = delivery.event
-            fuzzCheck(event.priceMilli == nil || event.currency.map { $0.utf8.count == 3 && $0.utf8.allSatisfy { $0 >= 65 && $0 <= 90 } } == true,
-                      "a price without a valid ISO 4217 currency")
-            fuzzCheck(event.rawType.utf8.count <= 64 && (event.platform?.utf8.count ?? 0) <= 32 && (event.cancelReason?.utf8.count ?? 0) <= 64,
-                      "a string longer than its inbox column")
-            fuzzCheck([event.subscriptionId, event.productId, event.newProductId].allSatisfy { ($0?.utf8.count ?? 0) <= 191 },
-                      "an id longer than its inbox column")
+            checkFitsTheInbox(delivery.event, candidates: delivery.userCandidates)
             _ = delivery.payload.serialized()
         } catch {
             fuzzCheck(!error.message.isEmpty, "payload error without a message")
         }
+    }
+
+    /// What the inbox's CHECK constraints and column widths demand of a decoded event, and
+    /// the id pattern of its user candidates (a violation there is a 500, retried forever).
+    static func checkFitsTheInbox(_ event: StoreEvent, candidates: [String]) {
+        fuzzCheck(!event.providerEventId.isEmpty && event.providerEventId.utf8.count <= 191, "event id out of bounds")
+        fuzzCheck(candidates.allSatisfy(UserIdPattern.uuid.matches), "candidate not matching the id pattern")
+        fuzzCheck(event.priceMilli == nil || event.currency.map { $0.utf8.count == 3 && $0.utf8.allSatisfy { $0 >= 65 && $0 <= 90 } } == true,
+                  "a price without a valid ISO 4217 currency")
+        fuzzCheck(event.rawType.utf8.count <= 64 && (event.platform?.utf8.count ?? 0) <= 32 && (event.cancelReason?.utf8.count ?? 0) <= 64,
+                  "a string longer than its inbox column")
+        fuzzCheck([event.subscriptionId, event.productId, event.newProductId].allSatisfy { ($0?.utf8.count ?? 0) <= 191 },
+                  "an id longer than its inbox column")
     }
 
     /// `JSON.parse` / `serialized()`: what parses re-serializes to something that parses to the same value.

@@ -71,4 +71,25 @@ import Testing
                                        header: ["kid": "k"], key: key, algorithm: "ES256")
         #expect(try verifier.verify(fine, now: now).subject == "u")
     }
+
+    /// test_hostile.py (App Store): a signed payload past the verifier's bound answered 422
+    /// `malformed_jws` on the webhook but 400 on the transaction route, and an empty
+    /// `signedPayload` went to the verifier (422). Both routes now read their JWS alike: 400
+    /// for a missing, empty or non-string field, 413 past `AppleSignedDataVerifier.maxBytes`.
+    @Test func appStoreSignedDataFieldIsReadAlikeOnBothRoutes() throws {
+        let bound = AppleSignedDataVerifier.maxBytes
+        for body: JSON in [[:], ["signedPayload": ""], ["signedPayload": 5], ["signedPayload": .null], ["signedPayload": ["a.b.c"]]] {
+            #expect(throws: PayloadError.self, "\(body)") { try AppleSignedDataVerifier.signedData(body, field: "signedPayload") }
+        }
+        #expect(throws: PayloadError.self) { try AppleSignedDataVerifier.signedData(["x"], field: "signedPayload") }
+        let tooLong: JSON = ["signedTransaction": .string(String(repeating: "a", count: bound + 1))]
+        do {
+            _ = try AppleSignedDataVerifier.signedData(tooLong, field: "signedTransaction")
+            Issue.record("a JWS past the bound was accepted")
+        } catch let error as APIError {
+            #expect(error.status.code == 413 && error.code == "payload_too_large")
+        }
+        let atBound = String(repeating: "a", count: bound)
+        #expect(try AppleSignedDataVerifier.signedData(["signedPayload": .string(atBound)], field: "signedPayload") == atBound)
+    }
 }

@@ -4,7 +4,8 @@
 writes a trusted root, an untrusted second root, their intermediates (WWDR OID
 1.2.840.113635.100.6.2.1) and leaves (receipt-signing OID 1.2.840.113635.100.6.11.1), with
 key identifiers so OpenSSL's strict mode accepts them, plus overlay.json, the
-configuration overlay trusting the first root. Needs the `cryptography` package (a
+configuration overlay trusting the first root. `appstore.py fuzz-seeds CA_DIR OUT_DIR`
+writes the seed corpus of the `appstore` fuzz target. Needs the `cryptography` package (a
 dependency of Apple's app-store-server-library, the oracle)."""
 import base64
 import datetime
@@ -184,8 +185,100 @@ def load_chain(directory, label):
     return chain
 
 
+def fuzz_seeds(ca_dir, out_dir):
+    """The seed corpus of the `appstore` fuzz target (Fuzz/Targets, Fuzz/corpus/appstore), signed
+    with the committed fuzz CA (Fuzz/appstore-ca, chain "a" only). The first byte of a seed
+    picks the target's mode: 0 a webhook body, 1 a posted transaction JWS, 2 a notification
+    payload the target signs (with `transactionInfo`/`renewalInfo` objects it signs and nests),
+    3 a transaction payload the target signs, 4 a JWS header the target signs a fixed
+    transaction under. Valid data first, then a few broken or hostile variants."""
+    a = load_chain(ca_dir, "a")
+    b = Chain("FCGIBilling fuzz B")
+    os.makedirs(out_dir, exist_ok=True)
+    signed = int(dt(2025, 6).timestamp() * 1000)
+    day = 86400_000
+    seeds = {}
+
+    def tx(**extra):
+        return transaction_payload(original_id="2000000001", transaction_id="2000000002", purchase=signed - day,
+                                   expires=signed + 30 * day, signed=signed, **extra)
+
+    def renewal(**extra):
+        return renewal_payload("2000000001", signed=signed, **extra)
+
+    def note(kind, subtype=None, transaction=None, renewal_info=None, chain=a, **extra):
+        payload = notification_payload(chain, kind, subtype, transaction=transaction, renewal=renewal_info, signed=signed,
+                                       uuid_="6b1a4d2e-0000-4000-8000-00000000000%d" % (len(seeds) % 10))
+        payload.update(extra)
+        return payload
+
+    def body(jws):
+        return json.dumps({"signedPayload": jws}).encode()
+
+    token = "6f1c1a8e-8a4e-4f37-9a44-1d2b3c4d5e6f"
+    notes = {
+        "subscribed": note("SUBSCRIBED", "INITIAL_BUY", tx(appAccountToken=token), renewal()),
+        "did-renew": note("DID_RENEW", None, tx(), renewal()),
+        "renewal-off": note("DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED", tx(), renewal(autoRenewStatus=0)),
+        "downgrade": note("DID_CHANGE_RENEWAL_PREF", "DOWNGRADE", tx(product="com.example.pro.monthly"),
+                          renewal(product="com.example.plus.monthly")),
+        "grace": note("DID_FAIL_TO_RENEW", "GRACE_PERIOD", tx(), renewal(gracePeriodExpiresDate=signed + 6 * day,
+                                                                           isInBillingRetryPeriod=True)),
+        "refund": note("REFUND", None, tx(revocationDate=signed, revocationReason=0)),
+        "trial": note("SUBSCRIBED", "INITIAL_BUY", tx(offerType=1, offerDiscountType="FREE_TRIAL", price=0), renewal()),
+        "test": note("TEST"),
+    }
+    for name, payload in notes.items():
+        seeds[f"0-{name}"] = b"\x00" + body(a.sign(payload))
+    good = a.sign(notes["did-renew"])
+    h, p, sig = good.split(".")
+    flipped = bytearray(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)))
+    flipped[len(flipped) // 2] ^= 0x01
+    hostile = {
+        "untrusted-chain": b.sign(note("DID_RENEW", None, tx(), chain=b)),
+        "alg-none": sign_jws(notes["test"], None, a.x5c(), alg="none", raw_signature=b""),
+        "x5c-missing": sign_jws(notes["test"], a.leaf_key, None),
+        "x5c-two": sign_jws(notes["test"], a.leaf_key, a.x5c()[:2]),
+        "x5c-truncated": sign_jws(notes["test"], a.leaf_key, [a.x5c()[0][:200]] + a.x5c()[1:]),
+        "payload-bit-flip": f"{h}.{b64url(bytes(flipped))}.{sig}",
+        "nested-untrusted": a.sign(dict(notes["did-renew"], data=dict(notes["did-renew"]["data"], signedTransactionInfo=b.sign(tx())))),
+    }
+    for name, jws in hostile.items():
+        seeds[f"0-{name}"] = b"\x00" + body(jws)
+    seeds["0-not-a-string"] = b"\x00" + b'{"signedPayload": 5}'
+    for name, payload in {"tx": tx(), "tx-trial": tx(offerType=1, offerDiscountType="FREE_TRIAL", price=0),
+                          "tx-revoked": tx(revocationDate=signed, revocationReason=1), "tx-token": tx(appAccountToken=token)}.items():
+        seeds[f"1-{name}"] = b"\x01" + a.sign(payload).encode()
+    seeds["1-tx-untrusted"] = b"\x01" + b.sign(tx()).encode()
+    for name, payload in notes.items():
+        unsigned = dict(payload, data=dict(payload["data"]))
+        for field, plain in (("signedTransactionInfo", "transactionInfo"), ("signedRenewalInfo", "renewalInfo")):
+            jws = unsigned["data"].pop(field, None)
+            if jws is not None:
+                part = jws.split(".")[1]
+                unsigned["data"][plain] = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+        seeds[f"2-{name}"] = b"\x02" + json.dumps(unsigned).encode()
+    seeds["3-tx"] = b"\x03" + json.dumps(tx()).encode()
+    seeds["3-tx-trial"] = b"\x03" + json.dumps(tx(offerType=1, offerDiscountType="FREE_TRIAL", price=0, currency="USD")).encode()
+    seeds["3-tx-revoked"] = b"\x03" + json.dumps(tx(revocationDate=signed + day, appAccountToken=token.upper())).encode()
+    headers = {"good": {"alg": "ES256", "x5c": a.x5c()}, "alg-none": {"alg": "none", "x5c": a.x5c()},
+               "alg-hs256": {"alg": "HS256", "x5c": a.x5c()}, "x5c-empty": {"alg": "ES256", "x5c": []},
+               "x5c-four": {"alg": "ES256", "x5c": a.x5c() + a.x5c()[2:]}, "x5c-chain-b": {"alg": "ES256", "x5c": b.x5c()},
+               "x5c-self-signed": {"alg": "ES256", "x5c": [a.x5c()[2]] * 3},
+               "x5c-not-strings": {"alg": "ES256", "x5c": [1, None, {"a": 1}]}, "x5c-string": {"alg": "ES256", "x5c": a.x5c()[0]}}
+    for name, header in headers.items():
+        seeds[f"4-{name}"] = b"\x04" + json.dumps(header).encode()
+    for name, data in seeds.items():
+        with open(os.path.join(out_dir, name), "wb") as f:
+            f.write(data)
+    return len(seeds)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "generate":
-        print("usage: appstore.py generate DIR", file=sys.stderr)
+    if len(sys.argv) == 3 and sys.argv[1] == "generate":
+        generate(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "fuzz-seeds":
+        print(f"{fuzz_seeds(sys.argv[2], sys.argv[3])} seeds written to {sys.argv[3]}")
+    else:
+        print("usage: appstore.py generate DIR | appstore.py fuzz-seeds CA_DIR OUT_DIR", file=sys.stderr)
         sys.exit(2)
-    generate(sys.argv[2])

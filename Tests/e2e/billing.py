@@ -70,6 +70,26 @@ def script(name, *args, check=True, timeout=300):
                           capture_output=True, text=True)
 
 
+DB_SOCKET = os.path.join(VAR_DIR, "run", "mariadb.sock")
+
+
+def mariadb_command(*options):
+    """The mariadb client as root on the stack's socket, database billing."""
+    return ["mariadb", "--no-defaults", "--protocol=socket", "-S", DB_SOCKET, "-uroot", *options, "billing"]
+
+
+def sql(statement):
+    """Rows of one statement run as root (the test's own reads and fixtures, never the service's)."""
+    r = subprocess.run(mariadb_command("-N", "-B", "--raw", "-e", statement), capture_output=True, text=True,
+                       timeout=30, check=True)
+    return [line.split("\t") for line in r.stdout.splitlines()]
+
+
+def sql_string(value):
+    """A SQL string literal for the test's own queries."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
 def worker_pids():
     pids = {}
     run = os.path.join(VAR_DIR, "run")

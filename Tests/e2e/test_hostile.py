@@ -15,11 +15,10 @@ import time
 import unittest
 import uuid
 
-from billing import RPC_SOCKET, VAR_DIR, request, rpc, rpc_raw, wait_until
+from billing import RPC_SOCKET, VAR_DIR, request, rpc, rpc_raw, sql, sql_string, wait_until, worker_pids
 
 WEBHOOK = "/api/v1/billing/webhooks/revenuecat"
 SECRET_FILE = os.path.join(VAR_DIR, "secrets", "revenuecat-webhook-secret")
-DB_SOCKET = os.path.join(VAR_DIR, "run", "mariadb.sock")
 INJECTIONS = [
     "'; DROP TABLE billing_events; --",
     "\" OR \"1\"=\"1",
@@ -35,17 +34,6 @@ INJECTIONS = [
 def secret():
     with open(SECRET_FILE) as f:
         return f.read().strip()
-
-
-def sql(statement):
-    r = subprocess.run(["mariadb", "--no-defaults", "--protocol=socket", "-S", DB_SOCKET, "-uroot", "-N", "-B",
-                        "--raw", "billing", "-e", statement], capture_output=True, text=True, timeout=30, check=True)
-    return [line.split("\t") for line in r.stdout.splitlines()]
-
-
-def sql_string(value):
-    """A SQL string literal for the test's own read-back queries (the test, not the service)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def inbox_count(event_id):
@@ -590,6 +578,230 @@ class TokenAttacks(unittest.TestCase):
             with self.subTest(header=header):
                 r = request("GET", "/api/v1/billing/access", headers={"Authorization": header} if header is not None else {})
                 self.assertEqual(r.status, 401, r)
+
+
+class AppleJWSAttacks(unittest.TestCase):
+    """App Store signed data under attack, on both routes through nginx: the notification
+    webhook (`signedPayload`) and the client transaction route (`signedTransaction`). Each
+    case gets its precise status and error code, writes nothing to the inbox, the bindings or
+    the users (a refused notification is quarantined, as documented; a refused transaction is
+    not), and the workers keep serving. Cases test_appstore.py already runs on the transaction
+    route against Apple's own verifier (alg none/HS256, chain B, x5c missing or not base64,
+    an unrelated signer, a tampered payload, a leaf expired or not yet valid at signedDate)
+    are run here on the notification route only."""
+    WEBHOOK = "/api/v1/billing/webhooks/apple"
+    TRANSACTIONS = "/api/v1/billing/apple/transactions"
+
+    @classmethod
+    def setUpClass(cls):
+        import appstore as A  # needs `cryptography` (scripts/test installs it with the App Store oracle)
+        cls.A = A
+        ca = os.path.join(VAR_DIR, "testca")
+        cls.a, cls.b = A.load_chain(ca, "a"), A.load_chain(ca, "b")
+        cls.signer = Signer()
+        cls.pids = worker_pids()
+
+    def tearDown(self):
+        self.assertEqual(request("GET", "/api/v1/health").status, 200, "the workers keep serving")
+
+    @classmethod
+    def tearDownClass(cls):
+        assert worker_pids() == cls.pids, "no worker died on hostile App Store data"
+
+    # ---------------------------------------------------------------- building blocks
+
+    def leaf(self, key, issuer=None, issuer_key=None, **kwargs):
+        """A leaf with the receipt OID, issued by the trusted intermediate unless told otherwise."""
+        A = self.A
+        return A.make_cert("hostile leaf", key, issuer or self.a.intermediate.subject, issuer_key or self.a.int_key,
+                           oid=A.RECEIPT_OID, **kwargs)
+
+    def x5c(self, leaf):
+        return [self.A.der_b64(leaf), self.A.der_b64(self.a.intermediate), self.A.der_b64(self.a.root)]
+
+    def attacks(self):
+        """(name, sign(payload) -> JWS, error code): every JWS/x5c attack, as functions of the payload."""
+        A, a, b = self.A, self.a, self.b
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa
+        self_key = A.new_key()
+        self_signed = A.make_cert("self-signed leaf", self_key, oid=A.RECEIPT_OID)
+        p384_key = A.new_key(ec.SECP384R1())
+        p384_leaf = self.leaf(p384_key)
+        rsa_key = rsa.generate_private_key(65537, 2048)
+        rsa_leaf = self.leaf(rsa_key)
+        expired = self.leaf(a.leaf_key, not_before=A.dt(2021), not_after=A.dt(2022))
+        future = self.leaf(a.leaf_key, not_before=A.dt(2040), not_after=A.dt(2041))
+        good_x5c = a.x5c()
+        truncated_der = base64.b64encode(base64.b64decode(good_x5c[0])[:200]).decode()
+
+        def other_payload_signature(payload):
+            h, p, _ = a.sign(payload).split(".")
+            _, _, signature = a.sign(dict(payload, signedDate=payload["signedDate"] + 1)).split(".")
+            return f"{h}.{p}.{signature}"
+
+        def bit_flip(payload):
+            # One bit of one character of a value inside the payload: still valid JSON, still
+            # base64url, but no longer what was signed.
+            h, p, sig = a.sign(payload).split(".")
+            raw = bytearray(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)))
+            at = raw.index(b'"signedDate":') + len(b'"signedDate": ') + 3
+            raw[at] ^= 0x01  # a digit stays a digit
+            json.loads(raw)
+            return f"{h}.{b64u(bytes(raw))}.{sig}"
+
+        def sign(key, x5c, **kw):
+            return lambda payload: A.sign_jws(payload, key, x5c, **kw)
+
+        return [
+            ("alg none, empty signature", sign(None, good_x5c, alg="none", raw_signature=b""), "malformed_jws"),
+            ("alg none, a signature", sign(None, good_x5c, alg="none", raw_signature=b"\x00" * 64), "unsupported_algorithm"),
+            ("alg HS256 keyed with the leaf certificate", lambda payload: self.hs256(payload, good_x5c), "unsupported_algorithm"),
+            ("chain not rooted in the configured root", sign(b.leaf_key, b.x5c()), "untrusted_chain"),
+            ("self-signed leaf", sign(self_key, [A.der_b64(self_signed), A.der_b64(a.intermediate), A.der_b64(a.root)]), "untrusted_chain"),
+            ("self-signed leaf alone three times", sign(self_key, [A.der_b64(self_signed)] * 3), "untrusted_chain"),
+            ("truncated DER leaf", sign(a.leaf_key, [truncated_der] + good_x5c[1:]), "invalid_certificate"),
+            ("truncated base64 leaf", sign(a.leaf_key, [good_x5c[0][:-7]] + good_x5c[1:]), "invalid_certificate"),
+            ("garbage intermediate", sign(a.leaf_key, [good_x5c[0], "AAAA", good_x5c[2]]), "invalid_certificate"),
+            ("x5c entries not strings", sign(a.leaf_key, [1, None, {"a": 1}]), "invalid_certificate"),
+            ("x5c not an array", sign(a.leaf_key, good_x5c[0]), "invalid_chain_length"),
+            ("x5c missing", sign(a.leaf_key, None), "invalid_chain_length"),
+            ("huge x5c array", sign(a.leaf_key, good_x5c * 60), "invalid_chain_length"),
+            ("P-384 leaf", sign(p384_key, self.x5c(p384_leaf)), "unexpected_key"),
+            ("RSA leaf", sign(rsa_key, self.x5c(rsa_leaf)), "unexpected_key"),
+            ("signature of another payload", other_payload_signature, "bad_signature"),
+            ("payload bit flip", bit_flip, "bad_signature"),
+            ("leaf expired at signedDate", sign(a.leaf_key, self.x5c(expired)), "untrusted_chain"),
+            ("leaf not yet valid at signedDate", sign(a.leaf_key, self.x5c(future)), "untrusted_chain"),
+        ]
+
+    def hs256(self, payload, x5c):
+        import hmac
+        header = b64u(json.dumps({"alg": "HS256", "x5c": x5c}).encode())
+        body = b64u(json.dumps(payload).encode())
+        secret = base64.b64decode(x5c[0])
+        return f"{header}.{body}." + b64u(hmac.new(secret, f"{header}.{body}".encode(), "sha256").digest())
+
+    def notification(self, **tx):
+        """A valid DID_RENEW notification payload naming a fresh subscription; (payload, uuid, original)."""
+        A = self.A
+        original = "9" + str(uuid.uuid4().int)[:15]
+        transaction = A.transaction_payload(original_id=original, transaction_id="8" + original[1:], **tx)
+        payload = A.notification_payload(self.a, "DID_RENEW", transaction=transaction,
+                                         renewal=A.renewal_payload(original))
+        return payload, payload["notificationUUID"], original
+
+    def post_notification(self, body):
+        if not isinstance(body, bytes):
+            body = json.dumps(body).encode()
+        return request("POST", self.WEBHOOK, body=body, headers={"Content-Type": "application/json"})
+
+    def post_transaction(self, body, user=None):
+        token, user = self.signer.token({"sub": user} if user else None)
+        if not isinstance(body, bytes):
+            body = json.dumps(body).encode()
+        return request("POST", self.TRANSACTIONS, body=body,
+                       headers={"Content-Type": "application/json", "Authorization": "Bearer " + token}), user
+
+    def assert_nothing_written(self, original, event_ids=(), user=None):
+        self.assertEqual(sql(f"SELECT COUNT(*) FROM billing_events WHERE subscription_id = {sql_string(original)}"), [["0"]])
+        for event_id in event_ids:
+            self.assertEqual(inbox_count(event_id), 0)
+        self.assertEqual(sql(f"SELECT COUNT(*) FROM billing_apple_bindings WHERE original_transaction_id = {sql_string(original)}"), [["0"]])
+        self.assertEqual(sql(f"SELECT COUNT(*) FROM billing_binding_audit WHERE original_transaction_id = {sql_string(original)}"), [["0"]])
+        if user:
+            self.assertEqual(user_rows(user), 0, "a refused transaction must not make its poster known")
+
+    def quarantined(self, body):
+        return sql(f"SELECT reason, deliveries FROM billing_quarantine WHERE payload_sha256 = '{hashlib.sha256(body).hexdigest()}'")
+
+    def assert_refused(self, r, status, code):
+        self.assertEqual(r.status, status, r)
+        self.assertEqual(r.headers.get("content-type", "").split(";")[0], "application/json", r)
+        self.assertEqual(r.json()["error"]["code"], code, r)
+
+    # ---------------------------------------------------------------- the cases
+
+    def test_the_valid_baseline_is_accepted_on_both_routes(self):
+        # Without this, every refusal below could be a broken fixture.
+        payload, note_id, original = self.notification()
+        r = self.post_notification({"signedPayload": self.a.sign(payload)})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(inbox_count(note_id), 1)
+        transaction = self.A.transaction_payload()
+        r, user = self.post_transaction({"signedTransaction": self.a.sign(transaction)})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(inbox_count(transaction["transactionId"]), 1)
+        self.assertEqual(user_rows(user), 1)
+
+    def test_notification_route_refuses_every_attack_and_writes_nothing(self):
+        for name, sign, code in self.attacks():
+            with self.subTest(case=name):
+                payload, note_id, original = self.notification()
+                body = json.dumps({"signedPayload": sign(payload)}).encode()
+                r = self.post_notification(body)
+                self.assert_refused(r, 422, code)
+                self.assert_nothing_written(original, [note_id])
+                self.assertEqual(self.quarantined(body), [[code, "1"]], "refused notifications are quarantined with their reason")
+
+    def test_notification_with_an_attacked_nested_transaction_writes_nothing(self):
+        A, a = self.A, self.a
+        for name, sign, code in self.attacks():
+            if name in ("signature of another payload",):
+                continue  # needs the outer payload; the nested bit flip covers a nested bad signature
+            with self.subTest(case=name):
+                payload, note_id, original = self.notification()
+                transaction = A.transaction_payload(original_id=original, transaction_id="7" + original[1:])
+                payload["data"]["signedTransactionInfo"] = sign(transaction)
+                body = json.dumps({"signedPayload": a.sign(payload)}).encode()
+                r = self.post_notification(body)
+                self.assert_refused(r, 422, code)
+                self.assert_nothing_written(original, [note_id])
+
+    def test_transaction_route_refuses_the_attacks_test_appstore_does_not_run(self):
+        covered = {"alg none, a signature", "alg HS256 keyed with the leaf certificate", "chain not rooted in the configured root",
+                   "x5c missing", "leaf expired at signedDate", "leaf not yet valid at signedDate", "signature of another payload"}
+        ran = 0
+        for name, sign, code in self.attacks():
+            if name in covered:
+                continue
+            with self.subTest(case=name):
+                original = "6" + str(uuid.uuid4().int)[:15]
+                transaction = self.A.transaction_payload(original_id=original)
+                body = json.dumps({"signedTransaction": sign(transaction)}).encode()
+                r, user = self.post_transaction(body)
+                self.assert_refused(r, 422, code)
+                self.assert_nothing_written(original, [transaction["transactionId"]], user=user)
+                self.assertEqual(self.quarantined(body), [], "a refused transaction is not quarantined (StoreKit replays it)")
+                ran += 1
+        self.assertGreaterEqual(ran, 10)
+
+    def test_signed_data_that_is_not_a_string(self):
+        for value in [5, None, True, ["a.b.c"], {"signedPayload": "a.b.c"}, ""]:
+            with self.subTest(value=value):
+                r = self.post_notification({"signedPayload": value})
+                self.assert_refused(r, 400, "invalid_payload")
+                r, user = self.post_transaction({"signedTransaction": value})
+                self.assert_refused(r, 400, "invalid_payload")
+                self.assertEqual(user_rows(user), 0)
+
+    def test_huge_signed_data_is_413(self):
+        payload, note_id, original = self.notification()
+        # A JWS past the App Store bound (256 KiB) inside a body the HTTP limit (1 MiB) accepts.
+        padded = dict(payload, padding="x" * 300_000)
+        r = self.post_notification({"signedPayload": self.a.sign(padded)})
+        self.assert_refused(r, 413, "payload_too_large")
+        self.assert_nothing_written(original, [note_id])
+        transaction = self.A.transaction_payload(original_id=original, padding="x" * 300_000)
+        r, user = self.post_transaction({"signedTransaction": self.a.sign(transaction)})
+        self.assert_refused(r, 413, "payload_too_large")
+        self.assert_nothing_written(original, [transaction["transactionId"]], user=user)
+        # Past the HTTP limit: refused before any parsing.
+        padded = dict(payload, padding="x" * 1_200_000)
+        r = self.post_notification({"signedPayload": self.a.sign(padded)})
+        self.assert_refused(r, 413, "payload_too_large")
+        r, user = self.post_transaction({"signedTransaction": "x" * 1_200_000})
+        self.assert_refused(r, 413, "payload_too_large")
+        self.assert_nothing_written(original, [note_id], user=user)
 
 
 class SQLInjection(unittest.TestCase):

@@ -61,6 +61,17 @@ public struct AppleSignedDataVerifier: Sendable {
         return X509Certificate(owning: pem).der()
     }
 
+    /// The JWS text of `field` in a request body: a non-empty string (else 400), at most
+    /// `maxBytes` (else 413: longer than any App Store data, it can never verify). Both routes
+    /// read their signed data through it, so both answer alike.
+    static func signedData(_ body: JSON, field: String) throws -> String {
+        let jws = try PayloadReader(body, path: "").requiredString(field, maxLength: .max)
+        guard jws.utf8.count <= maxBytes else {
+            throw APIError.payloadTooLarge("\(field) is longer than \(maxBytes) bytes", code: "payload_too_large")
+        }
+        return jws
+    }
+
     // MARK: typed entry points
 
     /// A StoreKit 2 transaction (`JWSTransaction`): signature, then `bundleId` and `environment`.

@@ -17,9 +17,8 @@ public enum AppleTransactionRoute {
         let configuration = context.services.configuration
 
         let body = try request.jsonBody(limits: JSONLimits(maxBytes: configuration.server.maxBodyBytes, maxDepth: 8))
-        let r = try PayloadReader(body, path: "")
-        let jws = try r.requiredString("signedTransaction", maxLength: AppleSignedDataVerifier.maxBytes)
-        let restore = try r.bool("restore") ?? false
+        let jws = try AppleSignedDataVerifier.signedData(body, field: "signedTransaction")
+        let restore = try PayloadReader(body, path: "").bool("restore") ?? false
 
         let delivery: AppleDelivery
         do {

@@ -4,8 +4,9 @@
 /// Verified (outer and nested JWS), deduplicated by `notificationUUID` (the inbox's unique
 /// key: a duplicate answers 200 `{duplicate: true}`), normalized, folded and committed
 /// before the 200. A delivery that fails verification answers 422 with the reason (400
-/// when it is not even a `{signedPayload}` body) and is quarantined for a re-run after a
-/// trust fix; 503 only when the database is unavailable (Apple retries).
+/// when it is not even a `{signedPayload}` body, 413 when the JWS is longer than any App
+/// Store data) and is quarantined for a re-run after a trust fix; 503 only when the
+/// database is unavailable (Apple retries).
 public enum AppleWebhook {
     public static func handle(_ request: HTTPRequest, _ context: RequestContext) throws -> HTTPResponse {
         guard let verifier = context.services.appleVerifier else {
@@ -19,7 +20,8 @@ public enum AppleWebhook {
             delivery = try decode(body: request.body, verifier: verifier, catalog: configuration.products,
                                   idPattern: context.services.idPattern, now: now)
         } catch {
-            let refusal = (error as? AppleVerificationError) ?? AppleVerificationError(.malformed, "not a {signedPayload} body")
+            let refusal = (error as? AppleVerificationError)
+                ?? AppleVerificationError(.malformed, (error as? APIError)?.message ?? "not a {signedPayload} body")
             let quarantined = try AppleQuarantine.record(provider: .appleNotification, body: request.body, error: refusal, now: now, on: db)
             context.logger.warning("webhook refused", ["webhook.provider": "apple", "webhook.reason": .string(refusal.reason.rawValue),
                                                        "quarantine.id": quarantined.map { .int(Int64($0)) } ?? .null])
@@ -42,13 +44,12 @@ public enum AppleWebhook {
         return .json(.ok, outcome.json)
     }
 
-    /// Body → verified delivery. Throws `AppleVerificationError`, `PayloadError` or `JSONError`.
+    /// Body → verified delivery. Throws `AppleVerificationError`, `PayloadError`, `JSONError`
+    /// or `APIError` (413 for a signed payload over the App Store bound).
     public static func decode(body: [UInt8], verifier: AppleSignedDataVerifier, catalog: AppleDelivery.Catalog,
                               idPattern: UserIdPattern, now: Timestamp) throws -> AppleDelivery {
         let json = try JSON.parse(body, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 8))
-        guard let signedPayload = json["signedPayload"]?.stringValue else {
-            throw PayloadError("signedPayload", "required string")
-        }
+        let signedPayload = try AppleSignedDataVerifier.signedData(json, field: "signedPayload")
         return try AppleDelivery.notification(signedPayload: signedPayload, verifier: verifier, catalog: catalog,
                                               idPattern: idPattern, now: now)
     }
