@@ -28,6 +28,16 @@ import Testing
                                 appAppleId: 1234567, environments: ["Production", "Sandbox"])
     }
 
+    /// What billing-rpc builds from a configuration trusting `root`.
+    func services(root: String) throws -> BillingServices {
+        var configuration = BillingConfiguration()
+        configuration.apple.trustedRootsFiles = ["\(try ca())/\(root)-root.der"]
+        configuration.apple.bundleId = "com.example.fcgibilling"
+        configuration.apple.appAppleId = 1234567
+        configuration.products = catalog
+        return try BillingServices(configuration: configuration)
+    }
+
     func transaction(_ id: String, original: String) -> JSON {
         ["transactionId": .string(id), "originalTransactionId": .string(original), "bundleId": "com.example.fcgibilling",
          "productId": "com.example.plus.monthly", "purchaseDate": .int(now.millisecondsSinceEpoch - 1000),
@@ -92,18 +102,26 @@ import Testing
             let id = try #require(try AppleQuarantine.record(provider: .appleNotification, body: body, error: error, now: now, on: db))
             #expect(try AppleQuarantine.record(provider: .appleNotification, body: body, error: error, now: now, on: db) == id)
 
-            // Still untrusted: stays quarantined.
-            let still = try AppleQuarantineReplay.retry(ids: [id], verifier: try verifier(root: "a"), catalog: catalog, idPattern: pattern,
-                                                        policy: .deny, now: now, on: db)
-            #expect(still.map(\.result) == [.stillFailing])
+            // Still untrusted: stays quarantined. (The replayers events.retryQuarantined uses,
+            // with services configured as the daemon would be.)
+            let replayers = BillingRPCMethods.quarantineReplayers()
+            let still = try replayers.retry(ids: [id], limit: 1, actor: "ops@test", services: try services(root: "a"), now: now, on: db)
+            #expect(still.map { $0["outcome"]?.stringValue } == ["still_failing"])
+            #expect(still.first?["reason"]?.stringValue == "untrusted_chain")
             #expect(try tier(user, db) == .free)
             // The operator trusts root B: the re-run applies it, once.
-            let fixed = try AppleQuarantineReplay.retry(ids: [id, id, 999_999], verifier: try verifier(root: "b"), catalog: catalog,
-                                                        idPattern: pattern, policy: .deny, now: now, on: db)
-            #expect(fixed.map(\.result) == [.applied, .alreadyResolved, .notFound])
+            let fixed = try replayers.retry(ids: [id, id, 999_999], limit: 3, actor: "ops@test", services: try services(root: "b"),
+                                            now: now, on: db)
+            #expect(fixed.map { $0["outcome"]?.stringValue } == ["applied", "already_resolved", "not_found"])
             #expect(try tier(user, db) == .plus)
-            let row = try #require(try db.queryOne("SELECT deliveries, retry_count, resolution FROM billing_quarantine WHERE id = \(id)"))
+            let eventId = try #require(fixed.first?["eventId"]?.int64Value)
+            let row = try #require(try db.queryOne("SELECT deliveries, retry_count, resolution, event_id FROM billing_quarantine WHERE id = \(id)"))
             #expect(try row.int64("deliveries") == 2 && row.int64("retry_count") == 2 && row.string("resolution") == "applied")
+            #expect(try row.int64("event_id") == eventId)
+            // One audit row per replay that changed the row, none for the rows left alone.
+            let audited = try db.query("SELECT detail FROM audit_log WHERE actor = 'ops@test' AND action = 'events.retryQuarantined' ORDER BY id")
+                .map { (row) throws(DatabaseError) -> String? in try row.optionalJSON("detail")?["outcome"]?.stringValue }
+            #expect(audited == ["still_failing", "applied"])
         }
     }
 }

@@ -7,14 +7,16 @@ needs after it has written some of its rows: the test waits until the daemon's t
 is in LOCK WAIT with rows modified, disconnects, then releases. Failures are injected with
 a trigger (SIGNAL) on a table the mutation writes, scoped to this test's users or actor and
 dropped afterwards. Reads go to the database as root."""
+import hashlib
 import json
+import os
 import socket
 import subprocess
 import time
 import unittest
 import uuid
 
-from billing import RPC_SOCKET, mariadb_command, rpc, rpc_raw, sql, sql_string, wait_until
+from billing import RPC_SOCKET, VAR_DIR, mariadb_command, rpc, rpc_raw, sql, sql_string, wait_until
 from test_admin import paying_pro
 
 DOOMED = "atomicity-doomed@ops"
@@ -237,6 +239,67 @@ class InjectedFailure(unittest.TestCase):
         stamp = sql("SELECT updated_by, updated_at FROM billing_flags WHERE name = 'enforcement'")
         self.doomed("flags.set", {"enforcement": current})
         self.assertEqual(sql("SELECT updated_by, updated_at FROM billing_flags WHERE name = 'enforcement'"), stamp)
+
+
+class QuarantineReplay(unittest.TestCase):
+    """events.retryQuarantined replays each row in one transaction: the event's ingestion
+    (inbox row, binding, fold), the quarantine row's resolution and its audit row commit
+    together or not at all. The row here is an App Store notification signed by the trusted
+    chain A, stored as if it had been refused before the operator fixed the trust settings."""
+
+    def setUp(self):
+        import appstore as A  # needs `cryptography` (scripts/test installs it)
+        a = A.load_chain(os.path.join(VAR_DIR, "testca"), "a")
+        self.actor = f"atomic-{uuid.uuid4().hex[:8]}@ops"
+        self.user = new_user()
+        ok("users.import", {"users": [{"id": self.user, "createdAt": "2024-01-01T00:00:00Z"}], "actor": self.actor})
+        self.original = "5" + str(uuid.uuid4().int)[:15]
+        transaction = A.transaction_payload(original_id=self.original, appAccountToken=self.user)
+        payload = A.notification_payload(a, "SUBSCRIBED", "INITIAL_BUY", transaction=transaction,
+                                         renewal=A.renewal_payload(self.original))
+        self.note = payload["notificationUUID"]
+        body = json.dumps({"signedPayload": a.sign(payload)})
+        sql("INSERT INTO billing_quarantine (provider, reason, payload_sha256, payload, received_at, last_received_at) "
+            f"VALUES ('apple_notification', 'untrusted_chain', {sql_string(hashlib.sha256(body.encode()).hexdigest())}, "
+            f"{sql_string(body)}, NOW(3), NOW(3))")
+        [[self.id]] = sql(f"SELECT id FROM billing_quarantine WHERE payload_sha256 = {sql_string(hashlib.sha256(body.encode()).hexdigest())}")
+
+    def state(self):
+        """Everything a replay of the row may write."""
+        return {
+            "inbox": count(f"SELECT COUNT(*) FROM billing_events WHERE provider_event_id = {sql_string(self.note)}"),
+            "binding": count(f"SELECT COUNT(*) FROM billing_apple_bindings WHERE original_transaction_id = {sql_string(self.original)}"),
+            "tier": sql(f"SELECT tier FROM billing_access WHERE user_id = {sql_string(self.user)}")[0][0],
+            "revision": count(f"SELECT revision FROM billing_access WHERE user_id = {sql_string(self.user)}"),
+            "quarantine": sql(f"SELECT reason, retry_count, retried_at, resolved_at, resolution, event_id FROM billing_quarantine WHERE id = {self.id}"),
+        }
+
+    def test_a_failing_resolution_leaves_nothing_of_the_replay(self):
+        before = self.state()
+        self.assertEqual(before["inbox"], 0)
+        self.assertEqual(before["quarantine"], [["untrusted_chain", "0", "NULL", "NULL", "NULL", "NULL"]])
+        trigger = Trigger(self, "audit_log", "INSERT", f"NEW.actor = {sql_string(DOOMED)}")
+        trigger.assert_internal_error(self, rpc("events.retryQuarantined", {"ids": [int(self.id)], "actor": DOOMED}))
+        self.assertEqual(self.state(), before, "the event is not applied and the row stays open")
+        self.assertEqual(audit_rows(DOOMED), 0)
+
+        # The same row with a normal actor: applied once, resolved, audited once.
+        result = ok("events.retryQuarantined", {"ids": [int(self.id)], "actor": self.actor})
+        [entry] = result["results"]
+        self.assertEqual(entry["outcome"], "applied", entry)
+        after = self.state()
+        self.assertEqual(after["inbox"], 1)
+        self.assertEqual(after["binding"], 1)
+        self.assertEqual(after["tier"], "plus")
+        [[reason, retries, _, resolved, resolution, event_id]] = after["quarantine"]
+        self.assertEqual((retries, resolution, int(event_id)), ("1", "applied", entry["eventId"]))
+        self.assertNotEqual(resolved, "NULL")
+        self.assertEqual(audit_rows(self.actor, "events.retryQuarantined"), 1)
+        # Resolved: a second retry changes nothing and audits nothing.
+        again = ok("events.retryQuarantined", {"ids": [int(self.id)], "actor": self.actor})["results"]
+        self.assertEqual([r["outcome"] for r in again], ["already_resolved"])
+        self.assertEqual(self.state(), after)
+        self.assertEqual(audit_rows(self.actor, "events.retryQuarantined"), 1)
 
 
 class Batches(unittest.TestCase):

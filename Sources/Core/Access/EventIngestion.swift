@@ -26,6 +26,9 @@ public enum EventIngestion {
         }
     }
 
+    /// Records and folds one delivery in its own transaction (read committed, retried on
+    /// deadlock), then runs its after-commit steps.
+    ///
     /// - Parameter subjectCandidates: ids that may name the buyer, in preference order,
     ///   already filtered by `users.idPattern`.
     ///   - resolveSubject: when given, decides the subject candidates inside the ingestion
@@ -34,28 +37,49 @@ public enum EventIngestion {
     public static func ingest(_ event: StoreEvent, payload: JSON, subjectCandidates: [String], now: Timestamp,
                               on db: DatabaseConnection,
                               resolveSubject: ((DatabaseConnection) throws(DatabaseError) -> [String])? = nil) throws -> Outcome {
-        let outcome = try db.transaction(retries: 3, isolation: .readCommitted) { db -> Outcome in
-            let candidates = try resolveSubject?(db) ?? subjectCandidates
-            return try record(event, payload: payload, subjectCandidates: candidates, now: now, on: db)
+        try commit(on: db) { db in
+            try record(event, payload: payload, subjectCandidates: subjectCandidates, now: now, on: db, resolveSubject: resolveSubject)
         }
-        // A user who became known between our lookup and our commit has already looked for
-        // his unmatched events and not seen this one: claim it for him now (idempotent).
-        // A duplicate of a still unmatched event does the same: the first delivery may have
-        // committed and then died (kill -9, lost connection) before its claim ran, and the
-        // provider's retry is the only caller left to finish it.
-        var unmatched = outcome.status == .unmatched
-        if outcome.duplicate {
-            unmatched = try db.queryOne("""
-                SELECT 1 AS waiting FROM billing_events
-                WHERE provider = \(event.provider.rawValue) AND provider_event_id = \(event.providerEventId) AND status = 'unmatched'
-                """) != nil
+    }
+
+    /// Runs `record` (or a provider's wrapper of it) as `ingest` does: in its own transaction
+    /// (read committed, retried on deadlock), then the after-commit steps.
+    public static func commit(on db: DatabaseConnection, _ body: (DatabaseConnection) throws -> PendingIngestion) throws -> Outcome {
+        let pending = try db.transaction(retries: 3, isolation: .readCommitted) { db -> PendingIngestion in try body(db) }
+        try pending.finish(on: db)
+        return pending.outcome
+    }
+
+    /// The body of `ingest`, inside the caller's open transaction (which should be read
+    /// committed, as `ingest`'s is), so that the ingestion commits together with the caller's
+    /// own writes (`events.retryQuarantined`: the quarantine row's resolution and its audit
+    /// row) or not at all. The caller runs `finish` on the result once it has committed.
+    public static func record(_ event: StoreEvent, payload: JSON, subjectCandidates: [String], now: Timestamp,
+                              on db: DatabaseConnection,
+                              resolveSubject: ((DatabaseConnection) throws(DatabaseError) -> [String])? = nil)
+        throws(DatabaseError) -> PendingIngestion {
+        guard db.isInTransaction else { throw .misuse("EventIngestion.record outside a transaction") }
+        let candidates = try resolveSubject?(db) ?? subjectCandidates
+        let outcome = try record(event, payload: payload, subjectCandidates: candidates, now: now, on: db)
+        return PendingIngestion(outcome: outcome) { db in
+            // A user who became known between our lookup and our commit has already looked
+            // for his unmatched events and not seen this one: claim it for him now
+            // (idempotent). A duplicate of a still unmatched event does the same: the first
+            // delivery may have committed and then died (kill -9, lost connection) before its
+            // claim ran, and the provider's retry is the only caller left to finish it.
+            var unmatched = outcome.status == .unmatched
+            if outcome.duplicate {
+                unmatched = try db.queryOne("""
+                    SELECT 1 AS waiting FROM billing_events
+                    WHERE provider = \(event.provider.rawValue) AND provider_event_id = \(event.providerEventId) AND status = 'unmatched'
+                    """) != nil
+            }
+            if unmatched {
+                let candidates = subjectCandidates + event.transferredFrom + event.transferredTo
+                let known = try db.transaction { db in try UserDirectory.knownUsers(candidates, on: db) }
+                for userId in known.sorted() { try UserDirectory.claimUnmatched(userId, now: now, on: db) }
+            }
         }
-        if unmatched {
-            let candidates = subjectCandidates + event.transferredFrom + event.transferredTo
-            let known = try db.transaction { db in try UserDirectory.knownUsers(candidates, on: db) }
-            for userId in known.sorted() { try UserDirectory.claimUnmatched(userId, now: now, on: db) }
-        }
-        return outcome
     }
 
     private static func record(_ event: StoreEvent, payload: JSON, subjectCandidates: [String], now: Timestamp,
@@ -127,5 +151,29 @@ public enum EventIngestion {
             }
         }
         return Outcome(duplicate: false, status: status, eventId: eventId, users: folded)
+    }
+}
+
+/// An ingestion recorded inside a transaction that has not committed yet (`EventIngestion.record`),
+/// and the steps left for after its commit: claims that a concurrent transaction could not
+/// see before it (`finish`). Never run them inside the transaction: they open their own.
+public struct PendingIngestion {
+    public let outcome: EventIngestion.Outcome
+    private var steps: [(DatabaseConnection) throws -> Void]
+
+    init(outcome: EventIngestion.Outcome, _ step: @escaping (DatabaseConnection) throws -> Void) {
+        self.outcome = outcome
+        self.steps = [step]
+    }
+
+    /// Adds a step to run after commit, after the ones already there.
+    public mutating func afterCommit(_ step: @escaping (DatabaseConnection) throws -> Void) {
+        steps.append(step)
+    }
+
+    /// Runs the after-commit steps, in order; only once the recording transaction committed.
+    public func finish(on db: DatabaseConnection) throws {
+        guard !db.isInTransaction else { throw DatabaseError.misuse("PendingIngestion.finish inside a transaction") }
+        for step in steps { try step(db) }
     }
 }

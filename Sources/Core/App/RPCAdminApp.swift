@@ -192,12 +192,7 @@ public enum BillingRPCMethods {
     public static func quarantineReplayers() -> QuarantineReplayers {
         var replayers = QuarantineReplayers()
         replayers.register(provider: EventProvider.appleNotification.rawValue) { delivery, services, now, db in
-            let outcome = try AppleQuarantineReplay.replay(body: delivery.payload, services: services, now: now, on: db)
-            switch outcome.result {
-            case .applied: return .applied(eventId: outcome.eventId ?? 0)
-            case .duplicate: return .duplicate(eventId: outcome.eventId)
-            default: return .stillFailing(reason: outcome.reason ?? outcome.result.rawValue)
-            }
+            try AppleQuarantineReplay.replay(delivery, services: services, now: now, on: db)
         }
         return replayers
     }

@@ -45,6 +45,10 @@ extension DatabaseConnection {
         }
     }
 
+    /// Whether a `transaction` is open on this connection (for code that must run inside
+    /// its caller's transaction, or outside any).
+    var isInTransaction: Bool { transactionGeneration != nil }
+
     private func transactionOnce<T>(_ body: (DatabaseConnection) throws -> T) throws -> T {
         try inTransaction(begin: "START TRANSACTION", body)
     }
