@@ -7,7 +7,7 @@ import os
 import unittest
 import uuid
 
-from billing import request, rpc, script, VAR_DIR
+from billing import request, rpc, script, sql, sql_string, VAR_DIR
 
 
 def token(user):
@@ -148,10 +148,72 @@ class StatsMethod(unittest.TestCase):
         self.assertEqual(json.loads(as_json.stdout)["environment"], "production")
 
     def test_purge_method(self):
-        r = rpc("stats.purgePaywallEvents", {"limit": 10})
+        r = rpc("stats.purgePaywallEvents", {"limit": 10, "actor": "stats-e2e@ops"})
         self.assertIn("result", r, r)
         self.assertGreaterEqual(r["result"]["deleted"], 0)
-        self.assertEqual(rpc("stats.purgePaywallEvents", {"limit": 0}).get("error", {}).get("code"), -32602)
+        self.assertEqual(rpc("stats.purgePaywallEvents", {"limit": 0, "actor": "stats-e2e@ops"}).get("error", {}).get("code"), -32602)
+
+
+class PaywallPurge(unittest.TestCase):
+    """stats.purgePaywallEvents is a mutation like any other (SPEC §8): it names an actor and
+    writes one audit_log row, with the cutoff and the number of rows deleted, in the
+    transaction of the delete."""
+
+    def expired_rows(self, n):
+        """n paywall events received 40 days ago for a fresh user; returns the user."""
+        user = str(uuid.uuid4())
+        values = ", ".join(f"({sql_string(user)}, 'purge-{i}', 'view', 'purge_test', NULL, 'production', "
+                           "NOW(3) - INTERVAL 40 DAY)" for i in range(n))
+        sql("INSERT INTO billing_paywall_events (user_id, event_id, type, placement, result, environment, received_at) "
+            f"VALUES {values}")
+        return user
+
+    def left(self, user):
+        return int(sql(f"SELECT COUNT(*) FROM billing_paywall_events WHERE user_id = {sql_string(user)}")[0][0])
+
+    def audit(self, actor):
+        rows = sql(f"SELECT action, detail FROM audit_log WHERE actor = {sql_string(actor)} ORDER BY id")
+        return [(action, json.loads(detail)) for action, detail in rows]
+
+    def test_actor_is_required(self):
+        user = self.expired_rows(1)
+        for params, field in (({"limit": 10}, "actor"), ({"limit": 10, "actor": " "}, "actor"), ({"limit": 10, "actor": 7}, "actor")):
+            with self.subTest(params=params):
+                error = rpc("stats.purgePaywallEvents", params).get("error", {})
+                self.assertEqual(error.get("code"), -32602, error)
+                self.assertEqual(error.get("data", {}).get("field"), field, error)
+        self.assertEqual(self.left(user), 1, "a refused call deletes nothing")
+
+    def test_one_audit_row_with_the_cutoff_and_the_count(self):
+        user, actor = self.expired_rows(3), f"purge-{uuid.uuid4().hex[:8]}@ops"
+        before = datetime.datetime.now(datetime.timezone.utc)
+        r = rpc("stats.purgePaywallEvents", {"limit": 1000000, "actor": actor})
+        self.assertIn("result", r, r)
+        deleted = r["result"]["deleted"]
+        self.assertGreaterEqual(deleted, 3)
+        self.assertEqual(self.left(user), 0)
+        [(action, detail)] = self.audit(actor)
+        self.assertEqual(action, "stats.purgePaywallEvents")
+        self.assertEqual(detail["deleted"], deleted)
+        self.assertEqual(detail["limit"], 1000000)
+        cutoff = datetime.datetime.fromisoformat(detail["cutoff"].replace("Z", "+00:00"))
+        self.assertLess(abs((before - datetime.timedelta(days=30) - cutoff).total_seconds()), 120, detail)
+        # Nothing left to delete is still an audited call, with its zero.
+        r = rpc("stats.purgePaywallEvents", {"limit": 1000000, "actor": actor})
+        self.assertEqual(r["result"]["deleted"], 0, r)
+        self.assertEqual([d["deleted"] for _, d in self.audit(actor)], [deleted, 0])
+
+    def test_nothing_is_deleted_when_the_audit_write_fails(self):
+        from test_rpc_atomicity import DOOMED, Trigger
+        trigger = Trigger(self, "audit_log", "INSERT", f"NEW.actor = {sql_string(DOOMED)}")
+        user = self.expired_rows(2)
+        reply = rpc("stats.purgePaywallEvents", {"limit": 1000000, "actor": DOOMED})
+        trigger.assert_internal_error(self, reply)
+        self.assertEqual(self.left(user), 2, "the delete is rolled back with its audit row")
+        self.assertEqual(self.audit(DOOMED), [])
+        actor = f"purge-{uuid.uuid4().hex[:8]}@ops"
+        self.assertGreaterEqual(rpc("stats.purgePaywallEvents", {"limit": 1000000, "actor": actor})["result"]["deleted"], 2)
+        self.assertEqual(self.left(user), 0)
 
 
 if __name__ == "__main__":

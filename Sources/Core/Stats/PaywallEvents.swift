@@ -96,12 +96,32 @@ public enum PaywallEvents {
         }
     }
 
+    /// Rows received before this are past the retention.
+    public static func retentionCutoff(now: Timestamp) -> Timestamp {
+        now.adding(seconds: -SubscriptionStats.paywallRetentionDays * 86_400)
+    }
+
     /// Deletes up to `limit` rows older than the retention; returns how many went.
     @discardableResult
     public static func purge(now: Timestamp, limit: Int = purgeBatch, on db: DatabaseConnection) throws(DatabaseError) -> Int {
-        let cutoff = now.adding(seconds: -SubscriptionStats.paywallRetentionDays * 86_400)
-        let result = try db.execute("DELETE FROM billing_paywall_events WHERE received_at < \(cutoff) ORDER BY received_at LIMIT \(limit)")
+        let result = try db.execute("""
+            DELETE FROM billing_paywall_events WHERE received_at < \(retentionCutoff(now: now)) ORDER BY received_at LIMIT \(limit)
+            """)
         return Int(result.affectedRows)
+    }
+
+    /// `stats.purgePaywallEvents`: `purge` on an operator's behalf, audited like every admin
+    /// mutation — one `audit_log` row with the cutoff, the limit and the number of rows
+    /// deleted, in the transaction of the delete (no audit row, nothing deleted).
+    public static func purge(now: Timestamp, limit: Int, actor: String, on db: DatabaseConnection) throws -> Int {
+        try db.transaction(retries: 3) { db -> Int in
+            let removed = try purge(now: now, limit: limit, on: db)
+            try AuditLog.write(actor: actor, action: "stats.purgePaywallEvents",
+                               detail: ["cutoff": .string(retentionCutoff(now: now).iso8601), "limit": .int(Int64(limit)),
+                                        "deleted": .int(Int64(removed))],
+                               now: now, on: db)
+            return removed
+        }
     }
 
     /// Last opportunistic purge of this process (ms since epoch).

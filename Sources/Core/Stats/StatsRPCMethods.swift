@@ -31,12 +31,13 @@ extension RPCMethodRegistry {
             }
         }
         register("stats.purgePaywallEvents",
-                 summary: "Delete paywall events older than 30 days now (workers also do it on their own every 10 minutes)",
-                 params: "{limit?: 1..1000000 rows (default 100000)}") { request, context in
-            try request.params.expectOnly("limit")
+                 summary: "Delete paywall events older than 30 days now, audited with the cutoff and the count (workers also purge on their own every 10 minutes)",
+                 params: "{limit?: 1..1000000 rows (default 100000), actor}") { request, context in
+            try request.params.expectOnly("limit", "actor")
             let limit = try request.params.optionalInt("limit", in: 1...1_000_000) ?? 100_000
+            let actor = try request.params.requireActor()
             guard let db = context.database else { throw RPCError(code: RPCError.Code.unavailable, message: "no database configured") }
-            let removed = try PaywallEvents.purge(now: context.clock.now(), limit: limit, on: db)
+            let removed = try PaywallEvents.purge(now: context.clock.now(), limit: limit, actor: actor, on: db)
             return ["deleted": .int(Int64(removed))]
         }
     }
