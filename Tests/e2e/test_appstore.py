@@ -489,12 +489,57 @@ class Quarantine(unittest.TestCase):
         rows = db(f"SELECT reason, deliveries, resolved_at FROM billing_quarantine WHERE payload_sha256 = '{hashlib.sha256(body).hexdigest()}'")
         self.assertEqual(rows, [["untrusted_chain", "3", "NULL"]])
 
-    def test_malformed_body_is_400_and_quarantined(self):
-        r = request("POST", "/api/v1/billing/webhooks/apple", body=b"{\"nope\": 1}", headers={"Content-Type": "application/json"})
-        self.assertEqual(r.status, 400, r)
-        r = post_notification("a.b.c")
+    def test_bodies_that_are_not_a_compact_jws_are_refused_and_not_quarantined(self):
+        """Anyone can post to the webhook: what is not even `{"signedPayload": "<compact JWS>"}`
+        is answered with its precise 4xx and writes nothing, so it cannot fill the bounded
+        quarantine (docs/appstore.md)."""
+        def seg(value):
+            return A.b64url(value if isinstance(value, bytes) else json.dumps(value).encode())
+        tag = uuid.uuid4().hex  # each body is new: no earlier row can absorb it as a re-delivery
+        payload = seg({"notificationUUID": tag})
+        cases = [
+            ("not JSON", b"not json " + tag.encode(), 400, "invalid_json"),
+            ("JSON, not an object", json.dumps([tag]).encode(), 400, "invalid_payload"),
+            ("no signedPayload", json.dumps({"nope": tag}).encode(), 400, "invalid_payload"),
+            ("empty signedPayload", json.dumps({"signedPayload": "", "t": tag}).encode(), 400, "invalid_payload"),
+            ("signedPayload not a string", json.dumps({"signedPayload": 5, "t": tag}).encode(), 400, "invalid_payload"),
+            ("one segment", json.dumps({"signedPayload": tag}).encode(), 422, "malformed_jws"),
+            ("two segments", json.dumps({"signedPayload": f"{payload}.{payload}"}).encode(), 422, "malformed_jws"),
+            ("four segments", json.dumps({"signedPayload": f"{payload}.{payload}.{payload}.AAAA"}).encode(), 422, "malformed_jws"),
+            ("empty signature", json.dumps({"signedPayload": f"{seg({'alg': 'ES256'})}.{payload}."}).encode(), 422, "malformed_jws"),
+            ("not base64url", json.dumps({"signedPayload": f"a.b.c{tag}"}).encode(), 422, "malformed_jws"),
+            ("header not JSON", json.dumps({"signedPayload": f"{seg(b'garbage')}.{payload}.AAAA"}).encode(), 422, "malformed_jws"),
+            ("header not an object", json.dumps({"signedPayload": f"{seg(['ES256'])}.{payload}.AAAA"}).encode(), 422, "malformed_jws"),
+            ("payload not an object", json.dumps({"signedPayload": f"{seg({'alg': 'ES256'})}.{seg(tag)}.AAAA"}).encode(), 422, "malformed_jws"),
+            ("JWS over 256 KiB", json.dumps({"signedPayload": f"{seg({'alg': 'ES256'})}.{seg({'p': 'x' * 300_000})}.AAAA"}).encode(),
+             413, "payload_too_large"),
+        ]
+        rows = int(db("SELECT COUNT(*) FROM billing_quarantine")[0][0])
+        import hashlib
+        for name, body, status, code in cases:
+            with self.subTest(case=name):
+                r = request("POST", "/api/v1/billing/webhooks/apple", body=body, headers={"Content-Type": "application/json"})
+                self.assertEqual(r.status, status, r)
+                self.assertEqual(r.json()["error"]["code"], code, r)
+                self.assertEqual(db(f"SELECT COUNT(*) FROM billing_quarantine WHERE payload_sha256 = '{hashlib.sha256(body).hexdigest()}'"),
+                                 [["0"]])
+        self.assertEqual(int(db("SELECT COUNT(*) FROM billing_quarantine")[0][0]), rows, "no quarantine row for any of them")
+
+    def test_a_well_formed_jws_that_fails_verification_is_still_quarantined(self):
+        """A compact JWS that does not verify (here: chain A's signature over another payload)
+        may be Apple's and the server's fault, so it is kept for `events.retryQuarantined`."""
+        a = A.load_chain(CA, "a")
+        payload = A.notification_payload(a, "TEST")
+        header, body_segment, _ = a.sign(payload).split(".")
+        _, _, other_signature = a.sign(dict(payload, signedDate=payload["signedDate"] + 1)).split(".")
+        jws = f"{header}.{body_segment}.{other_signature}"
+        r = post_notification(jws)
         self.assertEqual(r.status, 422, r)
-        self.assertEqual(r.json()["error"]["code"], "malformed_jws")
+        self.assertEqual(r.json()["error"]["code"], "bad_signature")
+        import hashlib
+        body = json.dumps({"signedPayload": jws}).encode()
+        self.assertEqual(db(f"SELECT reason, deliveries, resolved_at FROM billing_quarantine WHERE payload_sha256 = '{hashlib.sha256(body).hexdigest()}'"),
+                         [["bad_signature", "1", "NULL"]])
 
 
 if __name__ == "__main__":

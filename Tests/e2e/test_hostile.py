@@ -584,8 +584,8 @@ class AppleJWSAttacks(unittest.TestCase):
     """App Store signed data under attack, on both routes through nginx: the notification
     webhook (`signedPayload`) and the client transaction route (`signedTransaction`). Each
     case gets its precise status and error code, writes nothing to the inbox, the bindings or
-    the users (a refused notification is quarantined, as documented; a refused transaction is
-    not), and the workers keep serving. Cases test_appstore.py already runs on the transaction
+    the users (a refused notification is quarantined when it is a well-formed compact JWS, and
+    only then, as documented; a refused transaction never is), and the workers keep serving. Cases test_appstore.py already runs on the transaction
     route against Apple's own verifier (alg none/HS256, chain B, x5c missing or not base64,
     an unrelated signer, a tampered payload, a leaf expired or not yet valid at signedDate)
     are run here on the notification route only."""
@@ -741,7 +741,12 @@ class AppleJWSAttacks(unittest.TestCase):
                 r = self.post_notification(body)
                 self.assert_refused(r, 422, code)
                 self.assert_nothing_written(original, [note_id])
-                self.assertEqual(self.quarantined(body), [[code, "1"]], "refused notifications are quarantined with their reason")
+                if code == "malformed_jws":
+                    # Not three non-empty base64url segments (alg none's empty signature): not
+                    # even a compact JWS, so nothing an operator could replay is kept.
+                    self.assertEqual(self.quarantined(body), [], "a body that is not a compact JWS is not quarantined")
+                else:
+                    self.assertEqual(self.quarantined(body), [[code, "1"]], "a well-formed JWS that fails verification is quarantined")
 
     def test_notification_with_an_attacked_nested_transaction_writes_nothing(self):
         A, a = self.A, self.a
@@ -780,6 +785,7 @@ class AppleJWSAttacks(unittest.TestCase):
             with self.subTest(value=value):
                 r = self.post_notification({"signedPayload": value})
                 self.assert_refused(r, 400, "invalid_payload")
+                self.assertEqual(self.quarantined(json.dumps({"signedPayload": value}).encode()), [])
                 r, user = self.post_transaction({"signedTransaction": value})
                 self.assert_refused(r, 400, "invalid_payload")
                 self.assertEqual(user_rows(user), 0)
@@ -788,9 +794,11 @@ class AppleJWSAttacks(unittest.TestCase):
         payload, note_id, original = self.notification()
         # A JWS past the App Store bound (256 KiB) inside a body the HTTP limit (1 MiB) accepts.
         padded = dict(payload, padding="x" * 300_000)
-        r = self.post_notification({"signedPayload": self.a.sign(padded)})
+        body = json.dumps({"signedPayload": self.a.sign(padded)}).encode()
+        r = self.post_notification(body)
         self.assert_refused(r, 413, "payload_too_large")
         self.assert_nothing_written(original, [note_id])
+        self.assertEqual(self.quarantined(body), [], "longer than any App Store data: nothing to keep")
         transaction = self.A.transaction_payload(original_id=original, padding="x" * 300_000)
         r, user = self.post_transaction({"signedTransaction": self.a.sign(transaction)})
         self.assert_refused(r, 413, "payload_too_large")

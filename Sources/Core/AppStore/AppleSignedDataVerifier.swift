@@ -113,14 +113,20 @@ public struct AppleSignedDataVerifier: Sendable {
 
     // MARK: the JWS itself
 
+    /// `jws` split and decoded, not verified: three non-empty base64url segments whose header
+    /// and payload are JSON objects, at most `maxBytes`; else `.malformed`. What is not even
+    /// this can never be App Store data, whatever the trust settings.
+    public static func compactJWS(_ jws: String) throws(AppleVerificationError) -> CompactJWS {
+        do { return try CompactJWS.parse(jws, maxBytes: maxBytes) } catch {
+            throw AppleVerificationError(.malformed, error.reason)
+        }
+    }
+
     /// Verifies the JWS's chain and signature and returns its payload (an object).
     /// `now` is the verification time only when the payload has no `signedDate`.
     public func verifySignedData(_ jws: String, now: Timestamp) throws(AppleVerificationError) -> JSON {
         guard !rootCertificates.isEmpty else { throw AppleVerificationError(.notConfigured) }
-        let parsed: CompactJWS
-        do { parsed = try CompactJWS.parse(jws, maxBytes: Self.maxBytes) } catch {
-            throw AppleVerificationError(.malformed, error.reason)
-        }
+        let parsed = try Self.compactJWS(jws)
         guard let x5c = parsed.header["x5c"]?.arrayValue, !x5c.isEmpty else {
             throw AppleVerificationError(.invalidChainLength, "x5c missing")
         }

@@ -3,10 +3,16 @@
 ///
 /// Verified (outer and nested JWS), deduplicated by `notificationUUID` (the inbox's unique
 /// key: a duplicate answers 200 `{duplicate: true}`), normalized, folded and committed
-/// before the 200. A delivery that fails verification answers 422 with the reason (400
-/// when it is not even a `{signedPayload}` body, 413 when the JWS is longer than any App
-/// Store data) and is quarantined for a re-run after a trust fix; 503 only when the
-/// database is unavailable (Apple retries).
+/// before the 200; 503 only when the database is unavailable (Apple retries).
+///
+/// Refusals, in two kinds (docs/appstore.md):
+/// - not even `{"signedPayload": "<compact JWS>"}` — not JSON, no non-empty string
+///   `signedPayload` (400), a JWS longer than any App Store data (413), not three non-empty
+///   base64url segments with JSON-object header and payload (422 `malformed_jws`): answered,
+///   logged, counted, and **not** quarantined. The route is unauthenticated, so storing such
+///   bodies would let anyone fill the bounded quarantine, and no trust fix can make one verify.
+/// - a well-formed JWS that fails verification (chain, signature, bundle, environment, ...):
+///   422 with the reason, and quarantined for a re-run after a trust fix.
 public enum AppleWebhook {
     public static func handle(_ request: HTTPRequest, _ context: RequestContext) throws -> HTTPResponse {
         guard let verifier = context.services.appleVerifier else {
@@ -15,22 +21,20 @@ public enum AppleWebhook {
         let db = try context.requireDatabase()
         let now = context.clock.now()
         let configuration = context.services.configuration
+        let signedPayload: String
+        do {
+            signedPayload = try self.signedPayload(body: request.body)
+        } catch {
+            throw refused(error, quarantined: nil, context)
+        }
         let delivery: AppleDelivery
         do {
-            delivery = try decode(body: request.body, verifier: verifier, catalog: configuration.products,
-                                  idPattern: context.services.idPattern, now: now)
+            delivery = try AppleDelivery.notification(signedPayload: signedPayload, verifier: verifier, catalog: configuration.products,
+                                                      idPattern: context.services.idPattern, now: now)
         } catch {
-            let refusal = (error as? AppleVerificationError)
-                ?? AppleVerificationError(.malformed, (error as? APIError)?.message ?? "not a {signedPayload} body")
-            let quarantined = try AppleQuarantine.record(provider: .appleNotification, body: request.body, error: refusal, now: now, on: db)
-            context.logger.warning("webhook refused", ["webhook.provider": "apple", "webhook.reason": .string(refusal.reason.rawValue),
-                                                       "quarantine.id": quarantined.map { .int(Int64($0)) } ?? .null])
-            BillingMetrics.shared.webhook(.apple, quarantined == nil ? .rejected : .quarantined)
-            context.outcome = quarantined == nil ? "rejected" : "quarantined"
-            if error is AppleVerificationError {
-                throw APIError.unprocessable("the signed payload was refused: \(refusal.reason.rawValue)", code: refusal.reason.rawValue)
-            }
-            throw error
+            let quarantined = try AppleQuarantine.record(provider: .appleNotification, body: request.body,
+                                                         error: verificationError(error), now: now, on: db)
+            throw refused(error, quarantined: quarantined, context)
         }
         let outcome = try AppleIngestion.ingest(delivery, policy: configuration.binding.policy, now: now, on: db)
         let result = EventIngestion.metricsOutcome(outcome)
@@ -48,9 +52,39 @@ public enum AppleWebhook {
     /// or `APIError` (413 for a signed payload over the App Store bound).
     public static func decode(body: [UInt8], verifier: AppleSignedDataVerifier, catalog: AppleDelivery.Catalog,
                               idPattern: UserIdPattern, now: Timestamp) throws -> AppleDelivery {
+        try AppleDelivery.notification(signedPayload: try signedPayload(body: body), verifier: verifier, catalog: catalog,
+                                       idPattern: idPattern, now: now)
+    }
+
+    /// The `signedPayload` of a body shaped like a notification: a JSON object whose
+    /// `signedPayload` is a non-empty string (else `JSONError`/`PayloadError`, 400) of at most
+    /// the App Store bound (else `APIError`, 413) holding a compact JWS (else
+    /// `AppleVerificationError(.malformed)`, 422). Nothing is verified yet.
+    public static func signedPayload(body: [UInt8]) throws -> String {
         let json = try JSON.parse(body, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 8))
         let signedPayload = try AppleSignedDataVerifier.signedData(json, field: "signedPayload")
-        return try AppleDelivery.notification(signedPayload: signedPayload, verifier: verifier, catalog: catalog,
-                                              idPattern: idPattern, now: now)
+        _ = try AppleSignedDataVerifier.compactJWS(signedPayload)
+        return signedPayload
+    }
+
+    /// What a refused delivery is recorded as: its verification error, or `malformed_jws`
+    /// with the payload error's message (a verified notification missing a required field).
+    private static func verificationError(_ error: any Error) -> AppleVerificationError {
+        (error as? AppleVerificationError) ?? AppleVerificationError(.malformed, (error as? APIError)?.message ?? "not a notification payload")
+    }
+
+    /// Logs and counts a refusal (`quarantined`: its quarantine row, nil when none was
+    /// written) and returns the error to answer: 422 with the reason for a verification
+    /// error, else the error itself (400, 413).
+    private static func refused(_ error: any Error, quarantined: UInt64?, _ context: RequestContext) -> any Error {
+        let reason = verificationError(error).reason
+        context.logger.warning("webhook refused", ["webhook.provider": "apple", "webhook.reason": .string(reason.rawValue),
+                                                   "quarantine.id": quarantined.map { .int(Int64($0)) } ?? .null])
+        BillingMetrics.shared.webhook(.apple, quarantined == nil ? .rejected : .quarantined)
+        context.outcome = quarantined == nil ? "rejected" : "quarantined"
+        if error is AppleVerificationError {
+            return APIError.unprocessable("the signed payload was refused: \(reason.rawValue)", code: reason.rawValue)
+        }
+        return error
     }
 }
