@@ -49,20 +49,13 @@ public final class SnapshotCache: Sendable {
 
     private let entries: BoundedCache<String, Entry>
 
+    /// `capacity`: users per generation; 0 disables the cache.
     public init(capacity: Int) {
         entries = BoundedCache(capacity: capacity)
     }
-
-    /// Users per generation; 0 disables the cache.
-    public var capacity: Int { entries.capacity }
 
     /// The cached entry for `userId`, if any (not yet validated).
     public func entry(for userId: String) -> Entry? { entries[userId] }
 
     public func store(_ entry: Entry) { entries.store(entry, for: entry.record.userId) }
-
-    public func remove(_ userId: String) { entries.remove(userId) }
-
-    /// Users held.
-    public var count: Int { entries.count }
 }
