@@ -98,7 +98,7 @@ import Testing
             ("DID_CHANGE_RENEWAL_PREF", "DOWNGRADE", .productChange), ("DID_CHANGE_RENEWAL_PREF", nil, .productChange),
             ("DID_FAIL_TO_RENEW", "GRACE_PERIOD", .billingIssue), ("DID_FAIL_TO_RENEW", nil, .billingIssue),
             ("GRACE_PERIOD_EXPIRED", nil, .billingIssue), ("EXPIRED", "BILLING_RETRY", .expiration), ("REFUND", nil, .refund),
-            ("REVOKE", nil, .refund), ("REFUND_REVERSED", nil, .refundReversed), ("RENEWAL_EXTENDED", nil, .extension),
+            ("REVOKE", nil, .revoke), ("REFUND_REVERSED", nil, .refundReversed), ("RENEWAL_EXTENDED", nil, .extension),
             ("OFFER_REDEEMED", "UPGRADE", .renewal), ("PRICE_INCREASE", "ACCEPTED", .priceIncrease), ("TEST", nil, .test),
             ("CONSUMPTION_REQUEST", nil, .unknown),
         ]

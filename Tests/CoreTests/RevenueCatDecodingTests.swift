@@ -66,6 +66,15 @@ import Testing
         }
         let refund = try RevenueCatDelivery.decode(body(["id": "e", "type": "CANCELLATION", "cancel_reason": "CUSTOMER_SUPPORT"]), tiers: tiers, idPattern: .uuid)
         #expect(refund.event.kind == .refund)
+        // A failed charge, sent beside BILLING_ISSUE: a billing issue, never a cancellation.
+        let billingError = try RevenueCatDelivery.decode(body(["id": "e", "type": "CANCELLATION", "cancel_reason": "BILLING_ERROR"]),
+                                                         tiers: tiers, idPattern: .uuid)
+        #expect(billingError.event.kind == .billingIssue && billingError.event.cancelReason == "BILLING_ERROR")
+        for reason in ["UNSUBSCRIBE", "DEVELOPER_INITIATED", "PRICE_INCREASE", "UNKNOWN"] {
+            let d = try RevenueCatDelivery.decode(body(["id": "e", "type": "CANCELLATION", "cancel_reason": .string(reason)]),
+                                                  tiers: tiers, idPattern: .uuid)
+            #expect(d.event.kind == .cancellation, "\(reason)")
+        }
     }
 
     @Test func intrinsicTimeFallsBackToExpirationAndIsAbsentWithoutEither() throws {

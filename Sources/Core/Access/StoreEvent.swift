@@ -22,12 +22,15 @@ public enum EventKind: String, Sendable, CaseIterable {
     case `extension`            // expiry moved later by the store
     case pause                  // will pause at the next renewal
     case temporaryGrant = "temporary_grant"   // store outage: temporary access
-    case refund                 // access ends now (refund / customer support cancellation / revocation)
+    case refund                 // money returned: access its transaction granted ends at the revocation
+    case revoke                 // access withdrawn without a refund (App Store family sharing): ends like a refund
     case refundReversed = "refund_reversed"
     case promotional            // store-side promotional access
     case transfer               // purchases moved between app users
     case priceIncrease = "price_increase"     // informational (App Store PRICE_INCREASE): only renewal info applies
     case test
+    /// A type the server does not know. Stored and answered 200; applied only when it
+    /// carries a verified App Store transaction (its period and expiry still count).
     case unknown
 }
 
@@ -65,6 +68,12 @@ public struct StoreEvent: Sendable, Equatable {
     public var effectiveAt: Timestamp?
     /// Auto-renew state carried by the event, when the provider says it (App Store renewal info).
     public var willRenew: Bool?
+    /// App Store renewal info `isInBillingRetryPeriod`, when the event carries renewal info:
+    /// the store is retrying a failed charge (with access while `graceExpiresAt` lies ahead).
+    public var inBillingRetry: Bool?
+    /// App Store renewal info `expirationIntent` (1 voluntary, 2 billing error, 3 price
+    /// increase declined, 4 product unavailable, 5 other), when the subscription has expired.
+    public var expirationIntent: Int?
     /// For transfers: the app user ids that lose their store access, and those that gain it.
     public var transferredFrom: [String]
     public var transferredTo: [String]
@@ -75,8 +84,8 @@ public struct StoreEvent: Sendable, Equatable {
                 platform: String? = nil, purchasedAt: Timestamp? = nil, expiresAt: Timestamp? = nil,
                 graceExpiresAt: Timestamp? = nil, priceMilli: Int64? = nil, currency: String? = nil,
                 cancelReason: String? = nil, newProductId: String? = nil, newTier: Tier? = nil,
-                effectiveAt: Timestamp? = nil, willRenew: Bool? = nil,
-                transferredFrom: [String] = [], transferredTo: [String] = []) {
+                effectiveAt: Timestamp? = nil, willRenew: Bool? = nil, inBillingRetry: Bool? = nil,
+                expirationIntent: Int? = nil, transferredFrom: [String] = [], transferredTo: [String] = []) {
         self.provider = provider
         self.providerEventId = providerEventId
         self.rawType = rawType
@@ -99,14 +108,19 @@ public struct StoreEvent: Sendable, Equatable {
         self.newTier = newTier
         self.effectiveAt = effectiveAt
         self.willRenew = willRenew
+        self.inBillingRetry = inBillingRetry
+        self.expirationIntent = expirationIntent
         self.transferredFrom = transferredFrom
         self.transferredTo = transferredTo
     }
 
-    /// Whether the fold may apply this event at all: it needs an intrinsic time, and tests
-    /// and unknown types never change access.
+    /// Whether the fold may apply this event at all: it needs an intrinsic time; tests never
+    /// change access, nor do unknown types unless they carry a verified App Store
+    /// transaction (SPEC §5: every notification carrying a transaction updates its
+    /// subscription, including types the server does not know).
     public var isApplicable: Bool {
-        intrinsicAt != nil && kind != .test && kind != .unknown
+        guard intrinsicAt != nil, kind != .test else { return false }
+        return kind != .unknown || (provider != .revenuecat && subscriptionId != nil)
     }
 }
 

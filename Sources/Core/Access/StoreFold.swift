@@ -78,7 +78,6 @@ public enum StoreFold {
         s.environment = event.environment
         s.platform = event.platform ?? s.platform
         s.lastEventAt = at
-        if let willRenew = event.willRenew { s.willRenew = willRenew }
 
         switch event.kind {
         case .purchase where event.provider != .revenuecat && isStalePeriod(event, s),
@@ -88,12 +87,21 @@ public enum StoreFold {
             break
         case .purchase, .renewal, .promotional, .temporaryGrant, .nonRenewingPurchase:
             startPeriod(&s, event, at: at)
+        case .unknown:
+            // A type the server does not know, carrying a verified transaction: the
+            // transaction still tells the subscription's period and expiry.
+            updatePeriod(&s, event, at: at)
         case .cancellation:
             s.willRenew = false
             if s.phase == .none { adoptProduct(&s, event) }
             s.expiresAt = event.expiresAt ?? s.expiresAt
+            // Turning auto-renew off during a grace period does not end the grace period.
+            if s.phase == .grace, let grace = s.graceExpiresAt, grace > at { break }
             if [.none, .trial, .active, .grace, .billingRetry].contains(s.phase) { s.phase = .canceled }
-        case .refund:
+        case .refund, .revoke:
+            // A refund (or revocation) takes back what its own transaction granted: one of an
+            // earlier period than the folded one leaves the later paid period standing.
+            if isEarlierPeriod(event, s) { break }
             s.willRenew = false
             if s.phase == .none { adoptProduct(&s, event) }
             let before = event.expiresAt ?? s.expiresAt
@@ -102,6 +110,7 @@ public enum StoreFold {
             s.phase = .revoked
             s.pendingChange = nil
         case .refundReversed:
+            if isEarlierPeriod(event, s) { break }
             if s.phase == .revoked || s.phase == .none {
                 if s.phase == .none { adoptProduct(&s, event) }
                 s.expiresAt = event.expiresAt ?? s.expiresBeforeRevocation ?? s.expiresAt
@@ -121,15 +130,12 @@ public enum StoreFold {
             s.graceExpiresAt = nil
             s.pendingChange = nil
         case .billingIssue:
+            // A failed charge (RevenueCat BILLING_ISSUE or CANCELLATION/BILLING_ERROR, App
+            // Store DID_FAIL_TO_RENEW or GRACE_PERIOD_EXPIRED) is not a decision to leave.
             if s.phase == .none { adoptProduct(&s, event) }
+            if s.phase == .revoked { break }
             s.expiresAt = event.expiresAt ?? s.expiresAt
-            if let grace = event.graceExpiresAt {
-                s.phase = .grace
-                s.graceExpiresAt = grace
-            } else {
-                s.phase = .billingRetry
-                s.graceExpiresAt = nil
-            }
+            enterBillingRetry(&s, grace: event.graceExpiresAt, at: at)
         case .productChange:
             if s.phase == .none { adoptProduct(&s, event); s.phase = .active }
             let target = event.newProductId ?? event.productId
@@ -144,10 +150,64 @@ public enum StoreFold {
             if let expires = event.expiresAt { s.expiresAt = max(expires, s.expiresAt ?? expires) }
         case .pause:
             s.willRenew = false
-        case .transfer, .test, .unknown, .priceIncrease:
+        case .transfer, .test, .priceIncrease:
             break
         }
+        applyRenewalInfo(&s, event, at: at)
         return s
+    }
+
+    /// App Store renewal info, wherever it arrives (SPEC §5): auto-renew, billing retry and
+    /// grace, and the product the subscription renews to (a pending plan change). It states
+    /// the subscription's renewal as of the event's own signed time, so applying it in fold
+    /// order leaves the latest statement in force.
+    private static func applyRenewalInfo(_ s: inout SubscriptionState, _ event: StoreEvent, at: Timestamp) {
+        if let willRenew = event.willRenew { s.willRenew = willRenew }
+        guard event.provider != .revenuecat else { return }
+        if event.inBillingRetry == true, event.kind != .billingIssue, ![.none, .revoked, .expired].contains(s.phase) {
+            enterBillingRetry(&s, grace: event.graceExpiresAt, at: at)
+        }
+        // The product it renews to: another product is a pending change effective at the end
+        // of the period; the current one clears it. (RevenueCat states changes as events.)
+        if event.kind != .productChange, event.inBillingRetry != nil, let next = event.newProductId,
+           ![.revoked, .expired].contains(s.phase) {
+            if next != s.productId {
+                s.pendingChange = PendingChange(productId: next, tier: event.newTier, effectiveAt: event.effectiveAt ?? s.expiresAt)
+            } else {
+                s.pendingChange = nil
+            }
+        }
+    }
+
+    /// A failed renewal charge: access continues while a grace period lies ahead; without
+    /// one (or once it is over) the store retries without access. A notice that carries no
+    /// grace end never ends a grace period still running (RevenueCat sends BILLING_ISSUE and
+    /// CANCELLATION/BILLING_ERROR for one failure, in either order).
+    private static func enterBillingRetry(_ s: inout SubscriptionState, grace: Timestamp?, at: Timestamp) {
+        if let grace, grace > at {
+            s.phase = .grace
+            s.graceExpiresAt = grace
+        } else if grace == nil, s.phase == .grace, let running = s.graceExpiresAt, running > at {
+            // Keep the grace period already known.
+        } else {
+            s.phase = .billingRetry
+            s.graceExpiresAt = nil
+        }
+    }
+
+    /// A transaction of a type the fold does not know: a later period starts it (as a
+    /// renewal would, keeping the auto-renew state); the same period updates its expiry; an
+    /// older one changes nothing.
+    private static func updatePeriod(_ s: inout SubscriptionState, _ event: StoreEvent, at: Timestamp) {
+        if isStalePeriod(event, s) { return }
+        let samePeriod = s.phase != .none && event.purchasedAt != nil && event.purchasedAt == s.purchasedAt
+        if samePeriod {
+            if let expires = event.expiresAt { s.expiresAt = expires }
+            return
+        }
+        let willRenew = s.phase == .none ? true : s.willRenew
+        startPeriod(&s, event, at: at)
+        s.willRenew = willRenew
     }
 
     /// A purchase, renewal or store grant opens a period with the event's product: the
@@ -175,6 +235,12 @@ public enum StoreFold {
     }
 
     private static func isStalePeriod(_ event: StoreEvent, _ s: SubscriptionState) -> Bool {
+        isEarlierPeriod(event, s)
+    }
+
+    /// Whether the event's transaction is of a period that started before the folded one:
+    /// its purchase date is earlier than the current period's.
+    private static func isEarlierPeriod(_ event: StoreEvent, _ s: SubscriptionState) -> Bool {
         guard s.phase != .none, let started = event.purchasedAt, let current = s.purchasedAt else { return false }
         return started < current
     }

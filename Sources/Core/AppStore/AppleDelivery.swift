@@ -8,10 +8,12 @@
 /// change at expiry, no subtype → product change back to the current product (cancels the
 /// pending one); DID_FAIL_TO_RENEW → billing issue (grace until `gracePeriodExpiresDate`
 /// with GRACE_PERIOD, else billing retry); GRACE_PERIOD_EXPIRED → billing issue without
-/// grace; EXPIRED → expiration; REFUND, REVOKE → refund (access ends at
-/// `revocationDate`); REFUND_REVERSED; RENEWAL_EXTENDED → extension; OFFER_REDEEMED by
-/// subtype; PRICE_INCREASE → informational; TEST → test; anything else → unknown (stored,
-/// never applied). Tier comes from the `products` catalog only: other products grant nothing.
+/// grace; EXPIRED → expiration; REFUND → refund, REVOKE (Family Sharing) → revoke (access
+/// its transaction granted ends at `revocationDate`); REFUND_REVERSED; RENEWAL_EXTENDED →
+/// extension; OFFER_REDEEMED by subtype; PRICE_INCREASE → informational; TEST → test;
+/// anything else → unknown: stored, and applied as its transaction's period and expiry when
+/// it carries one. Renewal info, on any type, sets auto-renew, grace or billing retry and
+/// the pending product. Tier comes from the `products` catalog only: other products grant nothing.
 public struct AppleDelivery: Sendable {
     public var event: StoreEvent
     /// The verified transaction, when the delivery carries one.
@@ -61,13 +63,19 @@ public struct AppleDelivery: Sendable {
                               environment: transaction?.environment ?? dataEnvironment)
         event.cancelReason = subtype
         if let renewal {
+            // Renewal info counts wherever it arrives (SPEC §5): auto-renew, billing retry and
+            // grace, the product it renews to, why it expired.
             event.willRenew = renewal.willRenew
-            if kind == .billingIssue, subtype == "GRACE_PERIOD" { event.graceExpiresAt = renewal.gracePeriodExpiresDate }
-            if kind == .productChange {
-                event.newProductId = renewal.autoRenewProductId ?? transaction?.productId
-                event.newTier = event.newProductId.flatMap { catalog[$0]?.tier }
-                event.effectiveAt = transaction?.expiresDate
-            }
+            event.inBillingRetry = renewal.isInBillingRetryPeriod
+            event.graceExpiresAt = renewal.gracePeriodExpiresDate
+            event.expirationIntent = renewal.expirationIntent
+            event.newProductId = renewal.autoRenewProductId ?? (kind == .productChange ? transaction?.productId : nil)
+            event.newTier = event.newProductId.flatMap { catalog[$0]?.tier }
+            event.effectiveAt = transaction?.expiresDate
+        } else if kind == .productChange {
+            event.newProductId = transaction?.productId
+            event.newTier = event.newProductId.flatMap { catalog[$0]?.tier }
+            event.effectiveAt = transaction?.expiresDate
         }
         switch kind {
         case .cancellation: event.willRenew = false
@@ -84,7 +92,8 @@ public struct AppleDelivery: Sendable {
                                          idPattern: UserIdPattern, now: Timestamp) throws -> AppleDelivery {
         let payload = try verifier.verifyTransaction(jws, now: now)
         let t = try AppleTransactionInfo.decode(payload)
-        let kind: EventKind = t.revocationDate != nil ? .refund : t.transactionId == t.originalTransactionId ? .purchase : .renewal
+        let kind: EventKind = t.revocationDate != nil ? (t.isFamilyShared ? .revoke : .refund)
+            : t.transactionId == t.originalTransactionId ? .purchase : .renewal
         let event = makeEvent(provider: .appleTransaction, id: t.transactionId, rawType: "TRANSACTION", kind: kind,
                               at: t.signedDate, transaction: t, catalog: catalog, environment: t.environment)
         return AppleDelivery(event: event, transaction: t, userCandidates: candidates(t, idPattern: idPattern),
@@ -101,7 +110,8 @@ public struct AppleDelivery: Sendable {
         case ("DID_CHANGE_RENEWAL_PREF", _): return .productChange
         case ("DID_FAIL_TO_RENEW", _), ("GRACE_PERIOD_EXPIRED", _): return .billingIssue
         case ("EXPIRED", _): return .expiration
-        case ("REFUND", _), ("REVOKE", _): return .refund
+        case ("REFUND", _): return .refund
+        case ("REVOKE", _): return .revoke
         case ("REFUND_REVERSED", _): return .refundReversed
         case ("RENEWAL_EXTENDED", _): return .extension
         case ("OFFER_REDEEMED", "INITIAL_BUY"?), ("OFFER_REDEEMED", "RESUBSCRIBE"?): return .purchase

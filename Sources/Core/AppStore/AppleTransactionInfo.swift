@@ -17,6 +17,8 @@ public struct AppleTransactionInfo: Sendable, Equatable {
     public var currency: String?
     /// The app's own account UUID for the buyer (lowercased), when it set one.
     public var appAccountToken: String?
+    /// `PURCHASED` or `FAMILY_SHARED` (a family member's access through Family Sharing).
+    public var inAppOwnershipType: String?
     public var signedDate: Timestamp?
 
     /// Expiry = min(expiresDate, revocationDate).
@@ -26,6 +28,9 @@ public struct AppleTransactionInfo: Sendable, Equatable {
         case let (e, r): return e ?? r
         }
     }
+
+    /// Revoked without a refund: a Family Sharing member's access withdrawn (App Store REVOKE).
+    public var isFamilyShared: Bool { inAppOwnershipType == "FAMILY_SHARED" }
 
     /// An introductory offer with a free-trial discount.
     public var isFreeTrial: Bool { offerType == 1 && offerDiscountType == "FREE_TRIAL" }
@@ -62,6 +67,7 @@ public struct AppleTransactionInfo: Sendable, Equatable {
             offerDiscountType: try r.string("offerDiscountType", maxLength: 32),
             priceMilli: price, currency: price == nil ? nil : currency,
             appAccountToken: try r.string("appAccountToken", maxLength: 64)?.lowercased(),
+            inAppOwnershipType: try r.string("inAppOwnershipType", maxLength: 32)?.uppercased(),
             signedDate: try r.milliseconds("signedDate"))
     }
 }
@@ -72,13 +78,17 @@ public struct AppleRenewalInfo: Sendable, Equatable {
     public var autoRenewProductId: String?
     public var gracePeriodExpiresDate: Timestamp?
     public var isInBillingRetryPeriod: Bool
+    /// Why the subscription expired (1 voluntary, 2 billing error, 3 price increase
+    /// declined, 4 product unavailable, 5 other); absent while it has not.
+    public var expirationIntent: Int?
 
     public static func decode(_ payload: JSON) throws(PayloadError) -> AppleRenewalInfo {
         let r = try PayloadReader(payload, path: "renewalInfo")
         return AppleRenewalInfo(
             willRenew: r.value("autoRenewStatus")?.int64Value.map { $0 == 1 },
-            autoRenewProductId: try r.string("autoRenewProductId"),
+            autoRenewProductId: try r.string("autoRenewProductId", maxLength: 191),
             gracePeriodExpiresDate: try r.milliseconds("gracePeriodExpiresDate"),
-            isInBillingRetryPeriod: try r.bool("isInBillingRetryPeriod") ?? false)
+            isInBillingRetryPeriod: try r.bool("isInBillingRetryPeriod") ?? false,
+            expirationIntent: r.value("expirationIntent")?.int64Value.flatMap { (1...99).contains($0) ? Int($0) : nil })
     }
 }

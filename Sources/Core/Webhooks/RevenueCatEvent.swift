@@ -57,7 +57,14 @@ public struct RevenueCatDelivery: Sendable {
         switch type {
         case "INITIAL_PURCHASE": kind = .purchase
         case "RENEWAL": kind = .renewal
-        case "CANCELLATION": kind = cancelReason == "CUSTOMER_SUPPORT" ? .refund : .cancellation
+        case "CANCELLATION":
+            // CUSTOMER_SUPPORT is a refund; BILLING_ERROR is a failed charge, sent beside
+            // BILLING_ISSUE: never a decision to leave (SPEC §5).
+            switch cancelReason {
+            case "CUSTOMER_SUPPORT": kind = .refund
+            case "BILLING_ERROR": kind = .billingIssue
+            default: kind = .cancellation
+            }
         case "UNCANCELLATION": kind = .uncancellation
         case "EXPIRATION": kind = .expiration
         case "BILLING_ISSUE": kind = .billingIssue
