@@ -12,6 +12,9 @@ public struct AccessSnapshot: Sendable, Equatable {
     public var sources: [AccessSource]
     /// The subscription deciding the store tier (or explaining its absence).
     public var store: SubscriptionState?
+    /// Every store subscription granting access now, the deciding one first: quotas count
+    /// them all (a paid period beside a trial of another product, SPEC §6).
+    public var storeInForce: [SubscriptionState]
     public var storeCadence: Cadence?
     /// The user's sign-up: quota windows are anchored there.
     public var userCreatedAt: Timestamp?
@@ -45,6 +48,9 @@ public struct AccessSnapshot: Sendable, Equatable {
         self.revision = revision
         self.serverTime = now
         self.store = projection.primary(at: now)
+        let primaryId = store?.subscriptionId
+        self.storeInForce = projection.subscriptions.filter { $0.grantsAccess(at: now) }
+            .sorted { a, _ in a.subscriptionId == primaryId }
         self.storeCadence = store?.productId.flatMap(cadence)
         var sources: [AccessSource] = []
         if let store, store.grantsAccess(at: now), let tier = store.tier {

@@ -8,59 +8,12 @@ public struct QuotaStatus: Sendable, Equatable {
 }
 
 public enum QuotaService {
-    /// The plan tier deciding limits: `trial` while a store trial decides access (one
-    /// recurring credit for the whole trial), else the effective tier.
-    public static func planTier(of snapshot: AccessSnapshot) -> PlanContract.PlanTier {
-        if snapshot.source == "store", let store = snapshot.store, store.inTrialPeriod,
-           store.phase(at: snapshot.serverTime) == .trial || store.phase(at: snapshot.serverTime) == .canceled {
-            return .trial
-        }
-        switch snapshot.tier {
-        case .free: return .free
-        case .plus: return .plus
-        case .pro: return .pro
-        }
-    }
-
-    /// The meter definitions in force for `planTier` at `now`, each with its window and the
-    /// version in effect at that window's start.
-    static func meters(planTier: PlanContract.PlanTier, plans: [PublishedPlan], anchor: Timestamp, now: Timestamp,
-                       trial: (start: Timestamp, end: Timestamp)?) -> [(name: String, meter: PlanContract.Meter, window: QuotaWindow, version: Int)] {
-        let current = PlanCatalog.plan(in: plans, at: now)
-        var result: [(String, PlanContract.Meter, QuotaWindow, Int)] = []
-        let tierMeters = current.contract.tiers[planTier]?.meters ?? [:]
-        for name in tierMeters.keys.sorted() {
-            guard var meter = tierMeters[name] else { continue }
-            var version = current.version
-            var window = QuotaWindow.current(meter.window, anchor: anchor, now: now, trial: trial)
-            let atStart = PlanCatalog.plan(in: plans, at: window.start)
-            if atStart.version != current.version, let older = atStart.contract.tiers[planTier]?.meters[name] {
-                meter = older
-                version = atStart.version
-                window = QuotaWindow.current(meter.window, anchor: anchor, now: now, trial: trial)
-            }
-            result.append((name, meter, window, version))
-        }
-        return result
-    }
-
-    private static func trialWindow(_ snapshot: AccessSnapshot) -> (start: Timestamp, end: Timestamp)? {
-        guard let start = snapshot.store?.trialStartsAt, let end = snapshot.store?.trialEndsAt, end > start else { return nil }
-        return (start, end)
-    }
-
     /// What the plan in force gives the snapshot's user: version, capabilities and each
-    /// meter's limit and current window, without the usage (pure apart from the plan cache).
+    /// meter's limit and current window, from every source in force (`QuotaResolution`),
+    /// without the usage (pure apart from the plan cache).
     public static func plan(for snapshot: AccessSnapshot, services: BillingServices, on db: DatabaseConnection) throws -> QuotaPlan {
-        let plans = try services.plans.plans(on: db)
-        let planTier = planTier(of: snapshot)
-        let now = snapshot.serverTime
-        let current = PlanCatalog.plan(in: plans, at: now)
-        let meters = meters(planTier: planTier, plans: plans, anchor: snapshot.userCreatedAt ?? now, now: now,
-                            trial: trialWindow(snapshot))
-        return QuotaPlan(planVersion: current.version, planTier: planTier,
-                         capabilities: current.contract.tiers[planTier]?.capabilities ?? [],
-                         meters: meters.map { QuotaPlan.Meter(name: $0.name, limit: $0.meter.limit, window: $0.window) })
+        QuotaResolution.plan(sources: snapshot.planSources, plans: try services.plans.plans(on: db),
+                             anchor: snapshot.userCreatedAt ?? snapshot.serverTime, now: snapshot.serverTime)
     }
 
     /// Plan version, capabilities and every meter's balance for the snapshot's user.
@@ -114,18 +67,16 @@ public enum QuotaService {
                 throw APIError.unavailable()
             }
             let plans = try services.plans.plans(on: db)
-            let planTier = planTier(of: snapshot)
-            let meters = meters(planTier: planTier, plans: plans, anchor: snapshot.userCreatedAt ?? now, now: now,
-                                trial: trialWindow(snapshot))
-            let definition = meters.first { $0.name == meter }
+            let plan = QuotaResolution.plan(sources: snapshot.planSources, plans: plans, anchor: snapshot.userCreatedAt ?? now, now: now)
+            let definition = plan.meters.first { $0.name == meter }
             let window = definition?.window ?? QuotaWindow.current(.days(1), anchor: snapshot.userCreatedAt ?? now, now: now, trial: nil)
             let used = try usage(userId: userId, windows: [(meter, window)], on: db)[meter] ?? 0
             // A meter the contract knows but this tier lacks has a limit of 0.
-            let balance = MeterBalance(meter: meter, limit: definition == nil ? 0 : definition!.meter.limit, used: used, window: window)
+            let balance = MeterBalance(meter: meter, limit: definition == nil ? 0 : definition!.limit, used: used, window: window)
             let enforcement = services.flags.current(on: db).enforcement
             let over = !balance.allows(amount)
             if over && enforcement == .enforce {
-                return .refused(meter: meter, placement: definition?.meter.placement, balance: balance)
+                return .refused(meter: meter, placement: definition?.placement, balance: balance)
             }
             var after = balance
             after.used += amount
@@ -138,7 +89,8 @@ public enum QuotaService {
             try db.execute("""
                 INSERT INTO usage_ledger (user_id, meter, amount, idempotency_key, created_at, plan_version, plan_tier,
                   window_start, window_end, limit_at_consumption, over_limit, response)
-                VALUES (\(userId), \(meter), \(amount), \(idempotencyKey), \(max(now, window.start)), \(version), \(planTier.rawValue),
+                VALUES (\(userId), \(meter), \(amount), \(idempotencyKey), \(max(now, window.start)), \(version),
+                  \((definition?.planTier ?? plan.planTier).rawValue),
                   \(window.start), \(window.end), \(balance.limit), \(over), \(response))
                 """)
             return .recorded(response)
@@ -168,6 +120,12 @@ public struct QuotaPlan: Sendable, Equatable {
         /// nil = unlimited.
         public var limit: Int64?
         public var window: QuotaWindow
+        /// The paywall placement the app shows when this meter refuses (402).
+        public var placement: String?
+        /// The contract version in effect at the window's start.
+        public var version: Int
+        /// The contract tier that gives this limit (the most generous source's).
+        public var planTier: PlanContract.PlanTier
     }
 
     /// Each meter's current window, for the usage query.

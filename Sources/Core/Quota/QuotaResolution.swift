@@ -1,0 +1,144 @@
+/// Which plan applies to a user with several sources of access in force (SPEC §6–7), as a
+/// pure function of those sources, the published plans and the clock.
+///
+/// Every source in force counts: the store's paid period, a store trial, operator grants,
+/// grandfather campaigns. Capabilities are those of the tiers in force (the highest tier's,
+/// and nothing any other source gives is taken away); each meter's limit is the most
+/// generous among the sources, with that source's window. So a trial never lowers what a
+/// paid period, a grant or a campaign already gives, and two trials or a grant over a paid
+/// period never add up (no double credit: one limit per meter, the largest).
+public enum QuotaResolution {
+    /// One source of access in force, as the plan contract sees it.
+    public struct Source: Sendable, Equatable {
+        public var tier: Tier
+        /// The store trial's period when this source is a store trial (the contract's
+        /// `trial` tier applies to it, with this period as its `"trial"` window).
+        public var trialStartsAt: Timestamp?
+        public var trialEndsAt: Timestamp?
+        public var isTrial: Bool
+
+        public init(tier: Tier, isTrial: Bool = false, trialStartsAt: Timestamp? = nil, trialEndsAt: Timestamp? = nil) {
+            self.tier = tier
+            self.isTrial = isTrial
+            self.trialStartsAt = trialStartsAt
+            self.trialEndsAt = trialEndsAt
+        }
+
+        /// The contract tier whose meters this source gives.
+        public var planTier: PlanContract.PlanTier {
+            if isTrial { return .trial }
+            switch tier {
+            case .free: return .free
+            case .plus: return .plus
+            case .pro: return .pro
+            }
+        }
+
+        var trialWindow: (start: Timestamp, end: Timestamp)? {
+            guard isTrial, let start = trialStartsAt, let end = trialEndsAt, end > start else { return nil }
+            return (start, end)
+        }
+    }
+
+    /// Order among plan tiers when two sources give the same limit (the window and the
+    /// ledger's `plan_tier` then come from the higher one): pro, plus, trial, free.
+    static func rank(_ tier: PlanContract.PlanTier) -> Int {
+        switch tier {
+        case .pro: return 3
+        case .plus: return 2
+        case .trial: return 1
+        case .free: return 0
+        }
+    }
+
+    /// The plan for `sources` at `now`; no source in force is the free tier.
+    /// - Parameter anchor: the user's sign-up, where windows of N days start.
+    public static func plan(sources: [Source], plans: [PublishedPlan], anchor: Timestamp, now: Timestamp) -> QuotaPlan {
+        let current = PlanCatalog.plan(in: plans, at: now)
+        var inForce = sources.filter { $0.tier > .free }
+        if inForce.isEmpty { inForce = [Source(tier: .free)] }
+        // Highest first: ties in limit resolve to the first candidate met.
+        inForce.sort { a, b in
+            rank(a.planTier) != rank(b.planTier) ? rank(a.planTier) > rank(b.planTier) : a.tier > b.tier
+        }
+
+        // Capabilities: the highest tier in force (a trial counts at its own tier) first, then
+        // whatever another source in force adds.
+        var capabilities: [String] = []
+        var seen = Set<String>()
+        let capabilityTiers = inForce.sorted { $0.tier > $1.tier }.flatMap { source -> [PlanContract.PlanTier] in
+            source.isTrial ? [Source(tier: source.tier).planTier, .trial] : [source.planTier]
+        }
+        for tier in capabilityTiers {
+            for name in current.contract.tiers[tier]?.capabilities ?? [] where seen.insert(name).inserted {
+                capabilities.append(name)
+            }
+        }
+
+        // Meters: per name, the most generous definition among the sources (a meter a
+        // source's tier lacks gives 0 there), each with its own window and version.
+        var best: [String: QuotaPlan.Meter] = [:]
+        for source in inForce {
+            for candidate in meters(planTier: source.planTier, plans: plans, anchor: anchor, now: now, trial: source.trialWindow) {
+                if let incumbent = best[candidate.name], !isMoreGenerous(candidate.limit, than: incumbent.limit) { continue }
+                best[candidate.name] = candidate
+            }
+        }
+        let planTier = inForce[0].planTier
+        return QuotaPlan(planVersion: current.version, planTier: planTier, capabilities: capabilities,
+                         meters: best.keys.sorted().map { best[$0]! })
+    }
+
+    /// nil is unlimited.
+    static func isMoreGenerous(_ a: Int64?, than b: Int64?) -> Bool {
+        switch (a, b) {
+        case (nil, nil): return false
+        case (nil, _): return true
+        case (_, nil): return false
+        case let (a?, b?): return a > b
+        }
+    }
+
+    /// The meter definitions of one plan tier at `now`, each with its window and the version
+    /// in effect at that window's start (a running window keeps the contract it started under).
+    static func meters(planTier: PlanContract.PlanTier, plans: [PublishedPlan], anchor: Timestamp, now: Timestamp,
+                       trial: (start: Timestamp, end: Timestamp)?) -> [QuotaPlan.Meter] {
+        let current = PlanCatalog.plan(in: plans, at: now)
+        var result: [QuotaPlan.Meter] = []
+        let tierMeters = current.contract.tiers[planTier]?.meters ?? [:]
+        for name in tierMeters.keys.sorted() {
+            guard var meter = tierMeters[name] else { continue }
+            var version = current.version
+            var window = QuotaWindow.current(meter.window, anchor: anchor, now: now, trial: trial)
+            let atStart = PlanCatalog.plan(in: plans, at: window.start)
+            if atStart.version != current.version, let older = atStart.contract.tiers[planTier]?.meters[name] {
+                meter = older
+                version = atStart.version
+                window = QuotaWindow.current(meter.window, anchor: anchor, now: now, trial: trial)
+            }
+            result.append(QuotaPlan.Meter(name: name, limit: meter.limit, window: window, placement: meter.placement,
+                                          version: version, planTier: planTier))
+        }
+        return result
+    }
+}
+
+extension AccessSnapshot {
+    /// Every source of access in force at `serverTime` as the plan sees it: each store
+    /// subscription granting access (a trial as a trial) and each grant and campaign.
+    public var planSources: [QuotaResolution.Source] {
+        var result = storeInForce.map { s in
+            QuotaResolution.Source(tier: s.tier ?? .free, isTrial: s.isTrialInForce(at: serverTime),
+                                   trialStartsAt: s.trialStartsAt, trialEndsAt: s.trialEndsAt)
+        }
+        result += sources.filter { $0.kind != "store" }.map { QuotaResolution.Source(tier: $0.tier) }
+        return result
+    }
+}
+
+extension SubscriptionState {
+    /// Whether this subscription is in a store trial that gives access at `now`.
+    public func isTrialInForce(at now: Timestamp) -> Bool {
+        inTrialPeriod && grantsAccess(at: now) && (phase == .trial || phase == .canceled)
+    }
+}
