@@ -72,6 +72,14 @@ public enum AccessProjector {
         return try row.uint64("revision")
     }
 
+    /// Locks the access rows of every party of a two-user event (a transfer, a restore that
+    /// moves a subscription) in one global order, before any of them is folded: each fold then
+    /// reads what every concurrent delivery touching any party committed, so the result is
+    /// the serial replay's whatever the interleaving (SPEC §5).
+    static func lockAccessRows(_ userIds: [String], now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) {
+        for userId in Set(userIds).sorted() { try lockAccessRow(userId: userId, now: now, on: db) }
+    }
+
     /// `lockAccessRow` that also reads the stored subscriptions in the locking statement
     /// (one round trip less per event ingested).
     private static func lockAccessRowReadingStored(userId: String, now: Timestamp, on db: DatabaseConnection)
@@ -126,16 +134,22 @@ public enum AccessProjector {
         let ids = senders.map(SQLValue.string)
         // Two indexed lookups from the senders' side (a UNION, not `IN (...) OR IN (...)`,
         // which MariaDB answers by scanning the whole inbox).
+        // Locking reads: a transfer naming these senders that is being recorded concurrently
+        // (its rows inserted, not committed) is waited for instead of passed over, so either
+        // this delivery sees the transfer or the transfer's fold sees this delivery. For a
+        // sender not yet known no access row serializes the two (see `senderEvents`).
         return try db.query("""
-            SELECT r.user_id FROM billing_event_parties s
+            (SELECT r.user_id FROM billing_event_parties s
             JOIN billing_events t ON t.id = s.event_id
             JOIN billing_event_parties r ON r.event_id = s.event_id AND r.role = 'transfer_to'
             WHERE s.user_id IN (\(list: ids)) AND s.role = 'transfer_from' AND t.intrinsic_at > \(after)
+            LOCK IN SHARE MODE)
             UNION
-            SELECT r.user_id FROM billing_event_user_candidates c
+            (SELECT r.user_id FROM billing_event_user_candidates c
             JOIN billing_events t ON t.id = c.event_id
             JOIN billing_event_parties r ON r.event_id = c.event_id AND r.role = 'transfer_to'
             WHERE c.candidate_id IN (\(list: ids)) AND c.role = 'transfer_from' AND t.intrinsic_at > \(after)
+            LOCK IN SHARE MODE)
             """).map { (row) throws(DatabaseError) -> String in try row.string("user_id") }
     }
 
@@ -147,16 +161,20 @@ public enum AccessProjector {
             """).map { (row) throws(DatabaseError) -> SQLValue in .string(try row.string("id")) }
         guard !senders.isEmpty else { return [] }
         // A UNION of two indexed lookups: `e.id IN (...) OR e.id IN (...)` scanned the inbox.
+        // Locking reads: a sender's event being recorded concurrently is waited for, not
+        // passed over (the other half of `transferReceivers`' handshake).
         return try db.query("""
-            SELECT \(unsafeRaw: EventInbox.columns) FROM billing_event_parties p
+            (SELECT \(unsafeRaw: EventInbox.columns) FROM billing_event_parties p
             JOIN billing_events e ON e.id = p.event_id
             WHERE p.user_id IN (\(list: senders)) AND p.role = 'subject'
               AND e.kind <> 'transfer' AND e.intrinsic_at < \(before) AND e.status IN ('applied', 'unmatched')
+            LOCK IN SHARE MODE)
             UNION
-            SELECT \(unsafeRaw: EventInbox.columns) FROM billing_event_user_candidates c
+            (SELECT \(unsafeRaw: EventInbox.columns) FROM billing_event_user_candidates c
             JOIN billing_events e ON e.id = c.event_id
             WHERE c.candidate_id IN (\(list: senders)) AND c.role = 'subject'
               AND e.kind <> 'transfer' AND e.intrinsic_at < \(before) AND e.status IN ('applied', 'unmatched')
+            LOCK IN SHARE MODE)
             """).map { (row) throws(DatabaseError) -> StoreEvent in try StoreEvent(row: row) }
     }
 }

@@ -132,6 +132,8 @@ public enum EventIngestion {
             break
         }
         var results: [String: AccessProjector.Result] = [:]
+        // Every party locked before any is folded, in one global order (SPEC §5).
+        if folded.count > 1 { try AccessProjector.lockAccessRows(folded, now: now, on: db) }
         for user in folded {
             results[user] = try AccessProjector.refold(userId: user, now: now, newEvent: event.kind == .transfer ? nil : event, on: db)
         }

@@ -71,6 +71,8 @@ public enum AppleBinding {
             WHERE original_transaction_id = \(subscriptionId)
             """)
         try audit("moved", previous: owner)
+        // Both parties locked before either's events move or fold, in one global order (SPEC §5).
+        try AccessProjector.lockAccessRows([owner, userId], now: now, on: db)
         // The subscription's App Store events change owner; RevenueCat's stay with whoever
         // RevenueCat named.
         let moving = try db.query("""
