@@ -10,6 +10,7 @@ extension SubscriptionStats {
     struct Counts {
         var new: Int64 = 0, trials: Int64 = 0, converted: Int64 = 0, renewals: Int64 = 0
         var cancellations: Int64 = 0, lost: Int64 = 0, refunds: Int64 = 0
+        var billingIssues: Int64 = 0, revocations: Int64 = 0
         var grossMilli: Int64 = 0, refundedMilli: Int64 = 0
 
         init() {}
@@ -18,7 +19,8 @@ extension SubscriptionStats {
             for d in days {
                 new += d.counts.new; trials += d.counts.trials; converted += d.counts.converted
                 renewals += d.counts.renewals; cancellations += d.counts.cancellations; lost += d.counts.lost
-                refunds += d.counts.refunds; grossMilli += d.counts.grossMilli; refundedMilli += d.counts.refundedMilli
+                refunds += d.counts.refunds; billingIssues += d.counts.billingIssues; revocations += d.counts.revocations
+                grossMilli += d.counts.grossMilli; refundedMilli += d.counts.refundedMilli
             }
         }
 
@@ -26,6 +28,7 @@ extension SubscriptionStats {
             [
                 "new": .int(new), "trials": .int(trials), "converted": .int(converted), "renewals": .int(renewals),
                 "cancellations": .int(cancellations), "lost": .int(lost), "refunds": .int(refunds),
+                "billingIssues": .int(billingIssues), "revocations": .int(revocations),
                 "revenueMilli": .int(grossMilli - refundedMilli),
                 "grossMilli": .int(grossMilli), "refundedMilli": .int(refundedMilli),
             ]
@@ -58,6 +61,8 @@ extension SubscriptionStats {
               SUM(y.kind = 'cancellation' AND y.rk_class = 1) AS cancellations,
               SUM(y.kind IN \(unsafeRaw: lostKinds) AND y.rk_class = 1) AS lost,
               SUM(y.kind = 'refund' AND y.rk_refund = 1) AS refunds,
+              SUM(y.kind = 'revoke' AND y.rk_revoke = 1) AS revocations,
+              SUM(y.kind = 'billing_issue' AND y.rk_billing = 1) AS billing_issues,
               SUM(CASE WHEN y.is_paid_period = 1 AND y.rk_period = 1 AND y.currency = \(q.currency) AND y.price_milli > 0
                   THEN y.price_milli ELSE 0 END) AS gross_milli,
               SUM(CASE WHEN y.kind = 'refund' AND y.rk_refund_period = 1 AND y.currency = \(q.currency)
@@ -101,7 +106,14 @@ extension SubscriptionStats {
                   IF(e.kind = 'refund',
                      IF(e.intrinsic_at >= \(q.from), SUM(e.kind = 'refund' AND e.intrinsic_at >= \(q.from)) OVER w,
                         SUM(e.kind = 'refund' AND e.intrinsic_at < \(q.from)) OVER w), 0) AS rk_refund,
-                  IF(e.kind = 'refund', SUM(e.kind = 'refund') OVER wp, 0) AS rk_refund_period
+                  IF(e.kind = 'revoke',
+                     IF(e.intrinsic_at >= \(q.from), SUM(e.kind = 'revoke' AND e.intrinsic_at >= \(q.from)) OVER w,
+                        SUM(e.kind = 'revoke' AND e.intrinsic_at < \(q.from)) OVER w), 0) AS rk_revoke,
+                  IF(e.kind = 'refund', SUM(e.kind = 'refund') OVER wp, 0) AS rk_refund_period,
+                  -- One failed charge is one billing issue: RevenueCat's BILLING_ISSUE and
+                  -- CANCELLATION/BILLING_ERROR, Apple's DID_FAIL_TO_RENEW and
+                  -- GRACE_PERIOD_EXPIRED all name the same period.
+                  IF(e.kind = 'billing_issue', SUM(e.kind = 'billing_issue') OVER wp, 0) AS rk_billing
                 FROM billing_events e
                 WHERE e.environment = \(env) AND e.intrinsic_at >= \(previousFrom) AND e.intrinsic_at < \(q.to)
                   AND \(unsafeRaw: counted("e"))
@@ -123,6 +135,8 @@ extension SubscriptionStats {
             c.cancellations = try row.int64("cancellations")
             c.lost = try row.int64("lost")
             c.refunds = try row.int64("refunds")
+            c.revocations = try row.int64("revocations")
+            c.billingIssues = try row.int64("billing_issues")
             c.grossMilli = try row.int64("gross_milli")
             c.refundedMilli = try row.int64("refunded_milli")
             return DayCounts(current: try row.bool("cur"), day: try dayString(row, "day"), counts: c)
