@@ -359,6 +359,22 @@ enum StatsFixture {
         var user: String? = nil
         var status = "applied"
         var willRenew: Bool? = nil
+        var reason: String? = nil
+    }
+
+    /// Inserts one normalized inbox row, as ingestion would have stored it.
+    static func insert(_ r: Row, id: String, on db: DatabaseConnection) throws {
+        let ts = { (s: String?) in s.flatMap { Timestamp(iso8601: $0) } }
+        let price = r.price
+        try db.execute("""
+            INSERT INTO billing_events (provider, provider_event_id, user_id, event_type, kind, subscription_id, product_id,
+              tier, period_type, is_trial, price_milli, currency, environment, purchased_at, expires_at, grace_expires_at,
+              intrinsic_at, received_at, status, will_renew, reason, payload)
+            VALUES (\(r.provider), \(id), \(r.status == "applied" ? r.user : nil), \(r.kind.uppercased()), \(r.kind),
+              \(r.sub), \(r.product), 'plus', \(r.trial ? "trial" : "normal"), \(r.trial), \(price),
+              \(price == nil ? nil : r.currency), \(r.env), \(ts(r.purchased)), \(ts(r.expires)), \(ts(r.grace)),
+              \(ts(r.at)), \(ts(r.at)!), \(r.status), \(r.willRenew), \(r.reason), '{}')
+            """)
     }
 
     static func load(_ db: DatabaseConnection) throws {
@@ -376,17 +392,7 @@ enum StatsFixture {
         var n = 0
         func add(_ r: Row) throws {
             n += 1
-            let ts = { (s: String?) in s.flatMap { Timestamp(iso8601: $0) } }
-            let price = r.price
-            try db.execute("""
-                INSERT INTO billing_events (provider, provider_event_id, user_id, event_type, kind, subscription_id, product_id,
-                  tier, period_type, is_trial, price_milli, currency, environment, purchased_at, expires_at, grace_expires_at,
-                  intrinsic_at, received_at, status, will_renew, payload)
-                VALUES (\(r.provider), \("ev-\(n)"), \(r.status == "applied" ? r.user : nil), \(r.kind.uppercased()), \(r.kind),
-                  \(r.sub), \(r.product), 'plus', \(r.trial ? "trial" : "normal"), \(r.trial), \(price),
-                  \(price == nil ? nil : r.currency), \(r.env), \(ts(r.purchased)), \(ts(r.expires)), \(ts(r.grace)),
-                  \(ts(r.at)), \(ts(r.at)!), \(r.status), \(r.willRenew), '{}')
-                """)
+            try insert(r, id: "ev-\(n)", on: db)
         }
         let apple = "apple_notification"
         // S1

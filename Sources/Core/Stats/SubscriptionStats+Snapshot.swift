@@ -49,6 +49,10 @@ extension SubscriptionStats {
             p.environment = \(env) AND p.subscription_id = s.subscription_id AND p.intrinsic_at < \(t) AND \(unsafeRaw: counted("p"))
             """
         let trial = "COALESCE(pe.is_trial, le.is_trial)"
+        // A refund or revocation of a period older than the latest period start takes back
+        // that period only: the later one stands (SPEC §5).
+        let earlierRefund = "(le.kind IN ('refund', 'revoke') AND pe.purchased_at IS NOT NULL AND le.purchased_at < pe.purchased_at)"
+        let never = Timestamp(millisecondsSinceEpoch: 0)
         let rows = try db.query("""
             SELECT COALESCE(pe.product_id, le.product_id) AS product_id,
               COUNT(*) AS active,
@@ -79,12 +83,21 @@ extension SubscriptionStats {
             ) z
             JOIN billing_events le ON le.id = z.last_id
             LEFT JOIN billing_events pe ON pe.id = z.period_id
-            WHERE le.kind NOT IN \(unsafeRaw: lostKinds)
-              AND CASE WHEN le.expires_at IS NOT NULL THEN GREATEST(le.expires_at, COALESCE(le.grace_expires_at, le.expires_at))
-                ELSE (SELECT GREATEST(p.expires_at, COALESCE(p.grace_expires_at, p.expires_at)) FROM billing_events p
-                      WHERE p.environment = \(env) AND p.subscription_id = z.subscription_id AND p.intrinsic_at < \(t)
-                        AND \(unsafeRaw: counted("p")) AND p.expires_at IS NOT NULL \(unsafeRaw: latest))
-                END > \(t)
+            WHERE NOT (le.kind IN \(unsafeRaw: lostKinds) AND NOT \(unsafeRaw: earlierRefund))
+              AND GREATEST(COALESCE(
+                CASE WHEN \(unsafeRaw: earlierRefund) THEN pe.expires_at
+                  WHEN le.expires_at IS NOT NULL THEN GREATEST(le.expires_at, COALESCE(le.grace_expires_at, le.expires_at))
+                  ELSE (SELECT GREATEST(p.expires_at, COALESCE(p.grace_expires_at, p.expires_at)) FROM billing_events p
+                        WHERE p.environment = \(env) AND p.subscription_id = z.subscription_id AND p.intrinsic_at < \(t)
+                          AND \(unsafeRaw: counted("p")) AND p.expires_at IS NOT NULL \(unsafeRaw: latest))
+                  END, \(never)),
+                -- A billing issue of the current period with a grace end keeps access to it, even
+                -- when a later notice of the same failure carries none (SPEC §5).
+                COALESCE((SELECT MAX(p.grace_expires_at) FROM billing_events p
+                          WHERE p.environment = \(env) AND p.subscription_id = z.subscription_id AND p.intrinsic_at < \(t)
+                            AND \(unsafeRaw: counted("p")) AND p.kind = 'billing_issue' AND p.grace_expires_at IS NOT NULL
+                            AND (pe.id IS NULL OR p.intrinsic_at > pe.intrinsic_at OR (p.intrinsic_at = pe.intrinsic_at AND p.id > pe.id))),
+                         \(never))) > \(t)
             GROUP BY COALESCE(pe.product_id, le.product_id)
             ORDER BY product_id
             """)
