@@ -377,8 +377,12 @@ class Notifications(unittest.TestCase):
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.json()["status"], "ignored")
         user, original = self.bound_user()
+        # A type the server does not act on, carrying a verified transaction: its period and
+        # expiry still count (SPEC §5), so it is applied, with its own raw type.
         body = self.notify(original, "CONSUMPTION_REQUEST", None)
-        self.assertEqual(body["status"], "ignored")
+        self.assertEqual(body["status"], "applied")
+        r = post_notification(self.a.sign(A.notification_payload(self.a, "SOME_SUMMARY_TYPE")))
+        self.assertEqual((r.status, r.json()["status"]), (200, "ignored"), "without a transaction it is only stored")
 
     def test_duplicate_twenty_concurrent(self):
         user, original = self.bound_user()

@@ -72,7 +72,12 @@ public struct AppleDelivery: Sendable {
             event.newProductId = renewal.autoRenewProductId ?? (kind == .productChange ? transaction?.productId : nil)
             event.newTier = event.newProductId.flatMap { catalog[$0]?.tier }
             event.effectiveAt = transaction?.expiresDate
-        } else if kind == .productChange {
+        }
+        if type == "GRACE_PERIOD_EXPIRED" {
+            // The grace period is over as of this notification, whatever the renewal info says.
+            event.graceExpiresAt = [event.graceExpiresAt, signedDate].compactMap { $0 }.min()
+        }
+        if renewal == nil, kind == .productChange {
             event.newProductId = transaction?.productId
             event.newTier = event.newProductId.flatMap { catalog[$0]?.tier }
             event.effectiveAt = transaction?.expiresDate

@@ -91,12 +91,13 @@ extension SubscriptionStats {
                         WHERE p.environment = \(env) AND p.subscription_id = z.subscription_id AND p.intrinsic_at < \(t)
                           AND \(unsafeRaw: counted("p")) AND p.expires_at IS NOT NULL \(unsafeRaw: latest))
                   END, \(never)),
-                -- A billing issue of the current period with a grace end keeps access to it, even
-                -- when a later notice of the same failure carries none (SPEC §5).
-                COALESCE((SELECT MAX(p.grace_expires_at) FROM billing_events p
+                -- The grace end stated by the latest billing issue of the current period keeps
+                -- access, even when a later notice of the same failure states none (SPEC §5).
+                COALESCE((SELECT p.grace_expires_at FROM billing_events p
                           WHERE p.environment = \(env) AND p.subscription_id = z.subscription_id AND p.intrinsic_at < \(t)
                             AND \(unsafeRaw: counted("p")) AND p.kind = 'billing_issue' AND p.grace_expires_at IS NOT NULL
-                            AND (pe.id IS NULL OR p.intrinsic_at > pe.intrinsic_at OR (p.intrinsic_at = pe.intrinsic_at AND p.id > pe.id))),
+                            AND (pe.id IS NULL OR p.intrinsic_at > pe.intrinsic_at OR (p.intrinsic_at = pe.intrinsic_at AND p.id > pe.id))
+                          \(unsafeRaw: latest)),
                          \(never))) > \(t)
             GROUP BY COALESCE(pe.product_id, le.product_id)
             ORDER BY product_id
