@@ -137,8 +137,9 @@ enum FuzzTargets {
 
     // MARK: JSON-RPC
 
-    private static let rpc: JSONRPCServerProtocol = {
-        var registry = BillingRPCMethods.makeRegistry()
+    private static let services = BillingServices.unconfigured(clock: FixedClock(now))
+    private static let rpc: JSONRPCServerProtocol<AdminRPCContext> = {
+        var registry = BillingRPCMethods.makeRegistry(services: services)
         registry.register("fuzz.echo", summary: "echo params", params: "any") { request, _ in
             _ = try? request.params.requireString("userId")
             _ = try? request.params.optionalInt("limit")
@@ -147,7 +148,7 @@ enum FuzzTargets {
         }
         return JSONRPCServerProtocol(registry: registry, limits: RPCLimits(maxMessageBytes: 1 << 16, maxBatchLength: 100, maxDepth: 32))
     }()
-    nonisolated(unsafe) private static let rpcContext = RPCContext(clock: FixedClock(now), services: RPCServices(), billing: .unconfigured(clock: FixedClock(now)))
+    nonisolated(unsafe) private static let rpcContext = AdminRPCContext(clock: FixedClock(now), services: services)
 
     /// `JSONRPCServerProtocol.handle`: every reply is valid JSON-RPC 2.0 (an object or a
     /// non-empty array of objects carrying `jsonrpc: "2.0"`), never a crash.

@@ -102,7 +102,7 @@ private func grant(starts: Timestamp = at(0), expires: Timestamp? = at(48), revo
     }
 
     @Test func adminErrorsCarryCodeAndReason() {
-        let error = AdminError(.idempotencyMismatch, "m", data: ["grantId": 3]).rpcError
+        let error = BillingError(.idempotencyMismatch, "m", data: ["grantId": 3]).rpcError
         #expect(error.code == 1002)
         #expect(error.data == ["grantId": 3, "reason": "idempotency_mismatch"])
     }

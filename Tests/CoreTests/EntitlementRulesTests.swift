@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 @testable import Core
 
 // The entitlement rules of SPEC §5–6 as the stores really exercise them, each proved over

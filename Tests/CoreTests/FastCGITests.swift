@@ -39,8 +39,8 @@ import Testing
         #expect(info.st_mode & 0o777 == 0o600)
         let pool = FastCGIWorkerPool(listener: listener,
                                      configuration: .init(threads: 2, maxBodyBytes: 8, maxDrainBytes: 1 << 20),
-                                     router: BillingRoutes.makeRouter(), events: { _, _, _ in }, requestStop: {},
-                                     makeContext: FastCGIServer.contextFactory())
+                                     router: BillingRoutes.makeRouter(), logger: .discarding, requestStop: {},
+                                     makeContext: { index in BillingRequestContext(workerIndex: index) })
         try pool.start()
 
         let ping = try FastCGITestClient.request(path: path, params: ["REQUEST_METHOD": "GET", "REQUEST_URI": "/api/v1/ping",

@@ -86,8 +86,11 @@ import Testing
         do {
             _ = try AppleSignedDataVerifier.signedData(tooLong, field: "signedTransaction")
             Issue.record("a JWS past the bound was accepted")
-        } catch let error as APIError {
-            #expect(error.status.code == 413 && error.code == "payload_too_large")
+        } catch let error as PayloadError {
+            // A domain error, answered at the edge (App/ErrorMapping.swift) as 413.
+            #expect(error.isTooLarge && error.field == "signedTransaction")
+            let answered = try #require(error.apiError)
+            #expect(answered.status.code == 413 && answered.code == "payload_too_large")
         }
         let atBound = String(repeating: "a", count: bound)
         #expect(try AppleSignedDataVerifier.signedData(["signedPayload": .string(atBound)], field: "signedPayload") == atBound)

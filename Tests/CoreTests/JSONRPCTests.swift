@@ -5,8 +5,8 @@ import Testing
 /// The registry of section 7 of the JSON-RPC 2.0 specification: `subtract` (by position
 /// and by name), `sum`, `update`, `notify_hello`, `notify_sum` and `get_data`; `foobar`
 /// and `foo.get` deliberately do not exist.
-private func specRegistry() -> RPCMethodRegistry {
-    var registry = RPCMethodRegistry()
+private func specRegistry() -> RPCMethodRegistry<AdminRPCContext> {
+    var registry = RPCMethodRegistry<AdminRPCContext>()
     registry.register("subtract", summary: "minuend - subtrahend", params: "[minuend, subtrahend] | {minuend, subtrahend}") { request, _ in
         if let positional = request.params.positional {
             guard positional.count == 2, let minuend = positional[0].int64Value, let subtrahend = positional[1].int64Value else {
@@ -32,8 +32,8 @@ private func specRegistry() -> RPCMethodRegistry {
     return registry
 }
 
-private func reply(_ message: String, registry: RPCMethodRegistry = specRegistry(), limits: RPCLimits = .default,
-                   context: RPCContext = RPCContext(clock: FixedClock(Timestamp(secondsSinceEpoch: 1_800_000_000)))) -> JSON? {
+private func reply(_ message: String, registry: RPCMethodRegistry<AdminRPCContext> = specRegistry(), limits: RPCLimits = .default,
+                   context: AdminRPCContext = AdminRPCContext(clock: FixedClock(Timestamp(secondsSinceEpoch: 1_800_000_000)))) -> JSON? {
     let server = JSONRPCServerProtocol(registry: registry, limits: limits)
     guard let bytes = server.handle(message: Array(message.utf8), context: context) else { return nil }
     #expect(!bytes.contains(UInt8(ascii: "\n")), "a reply must fit on one line")
@@ -176,7 +176,7 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
     @Test func echoesLargeIntegersDigitForDigit() {
         let server = JSONRPCServerProtocol(registry: specRegistry())
         let bytes = server.handle(message: Array(#"{"jsonrpc":"2.0","method":"sum","id":9007199254740993}"#.utf8),
-                                  context: RPCContext())
+                                  context: AdminRPCContext())
         #expect(String(decoding: bytes ?? [], as: UTF8.self).contains("\"id\":9007199254740993"))
     }
 
@@ -248,7 +248,7 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
     }
 
     @Test func applicationErrorsCarryCodeMessageAndData() {
-        var registry = RPCMethodRegistry()
+        var registry = RPCMethodRegistry<AdminRPCContext>()
         registry.register("grants.revoke", summary: "test") { _, _ in
             throw RPCError(code: 4004, message: "Grant not found", data: ["grantId": "g-1"])
         }
@@ -265,27 +265,27 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
     }
 
     @Test func convertibleErrorsUseTheirOwnForm() {
-        var registry = RPCMethodRegistry()
+        var registry = RPCMethodRegistry<AdminRPCContext>()
         registry.register("access.get", summary: "test") { _, _ in throw DomainNotFound() }
         #expect(reply(#"{"jsonrpc":"2.0","method":"access.get","id":1}"#, registry: registry)?["error"]
                 == json(#"{"code":4040,"message":"User not found"}"#))
     }
 
     @Test func unexpectedErrorsBecomeInternalErrorWithoutDetails() throws {
-        var registry = RPCMethodRegistry()
+        var registry = RPCMethodRegistry<AdminRPCContext>()
         registry.register("stats.subscriptions", summary: "test") { _, _ in throw DatabaseFailure() }
         let logged = Mutex<[String]>([])
         let server = JSONRPCServerProtocol(registry: registry) { method, error in
             logged.withLock { $0.append("\(method): \(error)") }
         }
         let bytes = server.handle(message: Array(#"{"jsonrpc":"2.0","method":"stats.subscriptions","id":1}"#.utf8),
-                                  context: RPCContext()) ?? []
+                                  context: AdminRPCContext()) ?? []
         let text = String(decoding: bytes, as: UTF8.self)
         #expect(try JSON.parse(bytes) == json(#"{"jsonrpc":"2.0","error":{"code":-32603,"message":"Internal error"},"id":1}"#))
         #expect(!text.contains("secret") && !text.contains("hunter2"))
         #expect(logged.withLock { $0 } == ["stats.subscriptions: Table 'billing.secret_table' doesn't exist, password=hunter2"])
         // A failing notification is logged too but answered with nothing.
-        #expect(server.handle(message: Array(#"{"jsonrpc":"2.0","method":"stats.subscriptions"}"#.utf8), context: RPCContext()) == nil)
+        #expect(server.handle(message: Array(#"{"jsonrpc":"2.0","method":"stats.subscriptions"}"#.utf8), context: AdminRPCContext()) == nil)
         #expect(logged.withLock { $0.count } == 2)
     }
 
@@ -317,7 +317,7 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
     }
 
     @Test func repliesStayOnOneLine() {
-        var registry = RPCMethodRegistry()
+        var registry = RPCMethodRegistry<AdminRPCContext>()
         registry.register("echo", summary: "test") { request, _ in request.params.value ?? .null }
         let answer = reply(#"{"jsonrpc":"2.0","method":"echo","params":["a\nb\r\nc\u2028"],"id":1}"#, registry: registry)
         #expect(answer?["result"] == ["a\nb\r\nc\u{2028}"])
@@ -360,8 +360,8 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
 }
 
 @Suite struct RPCSystemMethods {
-    private func systemRegistry() -> RPCMethodRegistry {
-        var registry = RPCMethodRegistry()
+    private func systemRegistry() -> RPCMethodRegistry<AdminRPCContext> {
+        var registry = RPCMethodRegistry<AdminRPCContext>()
         registry.register("grants.create", summary: "Grant a tier", params: "{userId, tier}") { _, _ in .null }
         registry.registerSystemMethods()
         return registry
@@ -370,7 +370,7 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
     @Test func healthReportsProcessClockAndDatabaseHook() {
         let clock = FixedClock(Timestamp(secondsSinceEpoch: 1_800_000_000))
         let plain = reply(#"{"jsonrpc":"2.0","method":"system.health","id":1}"#, registry: systemRegistry(),
-                          context: RPCContext(clock: clock, server: RPCServerInfo(version: "1.2.3")))?["result"]
+                          context: AdminRPCContext(clock: clock, server: RPCServerInfo(version: "1.2.3")))?["result"]
         #expect(plain?["status"] == "ok")
         #expect(plain?["version"] == "1.2.3")
         #expect(plain?["serverTime"] == "2027-01-15T08:00:00.000Z")
@@ -379,7 +379,7 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
         #expect(plain?["database"] == ["status": "not configured"])
 
         let probed = reply(#"{"jsonrpc":"2.0","method":"system.health","id":1}"#, registry: systemRegistry(),
-                           context: RPCContext(clock: clock, databaseStatus: { ["status": "ok", "latencyMs": 2] }))
+                           context: AdminRPCContext(clock: clock, databaseStatus: { ["status": "ok", "latencyMs": 2] }))
         #expect(probed?["result"]?["database"] == ["status": "ok", "latencyMs": 2])
         #expect(reply(#"{"jsonrpc":"2.0","method":"system.health","params":{"x":1},"id":1}"#, registry: systemRegistry())?["error"]?["code"] == -32602)
     }
@@ -388,13 +388,5 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
         let result = reply(#"{"jsonrpc":"2.0","method":"system.listMethods","id":1}"#, registry: systemRegistry())?["result"]
         #expect(result?.arrayValue?.compactMap { $0["name"]?.stringValue } == ["grants.create", "system.health", "system.listMethods"])
         #expect(result?[0] == ["name": "grants.create", "summary": "Grant a tier", "params": "{userId, tier}"])
-    }
-
-    @Test func servicesAreTypedAndDefaulted() {
-        enum Answer: RPCServiceKey { static var defaultValue: Int { 42 } }
-        var context = RPCContext()
-        #expect(context.services[Answer.self] == 42)
-        context.services[Answer.self] = 7
-        #expect(context.services[Answer.self] == 7)
     }
 }

@@ -16,7 +16,7 @@ import Testing
     }
 
     @Test func routerNamesTheMatchedPattern() {
-        var router = Router()
+        var router = Router<BillingRequestContext>()
         router.get("/api/v1/things/:id", { _, _ in .json(.ok, [:]) })
         router.post("/api/v1/ping", { _, _ in .json(.ok, [:]) })
         #expect(router.patterns == ["/api/v1/things/:id", "/api/v1/ping"])
@@ -30,9 +30,9 @@ import Testing
         #expect(MetricsDirectory.beside(socketPath: "/run/fcgibilling/worker-3.sock").path == "/run/fcgibilling/metrics")
     }
 
-    private func metrics(_ name: String) -> WorkerMetrics {
+    private func metrics(_ name: String, domain: BillingMetrics = BillingMetrics()) -> WorkerMetrics {
         WorkerMetrics(worker: name, threads: 4, routes: ["/api/v1/ping", "/api/v1/billing/usage"],
-                      startedAt: Timestamp(secondsSinceEpoch: 1_700_000_000))
+                      startedAt: Timestamp(secondsSinceEpoch: 1_700_000_000), domain: domain)
     }
 
     @Test func exposition_groupsFamiliesAndLabelsEveryWorker() throws {
@@ -40,14 +40,14 @@ import Testing
         domain.webhook(.revenuecat, .duplicate)
         domain.usageDecision(.refused)
         domain.databaseError(.unavailable)
-        let one = metrics("worker-1")
+        let one = metrics("worker-1", domain: domain)
         one.record(route: "/api/v1/ping", status: 200, microseconds: 300)
         one.record(route: nil, status: 404, microseconds: 100)
         one.record(route: "/api/v1/billing/usage", status: 418, microseconds: 100)
-        let two = metrics("worker-2")
+        let two = metrics("worker-2", domain: domain)
         two.record(route: "/api/v1/ping", status: 200, microseconds: 300)
         let now = Timestamp(secondsSinceEpoch: 1_700_000_100)
-        let text = MetricsExposition.render([two.snapshot(now: now, domain: domain), one.snapshot(now: now, domain: domain)])
+        let text = MetricsExposition.render([two.snapshot(now: now), one.snapshot(now: now)])
 
         #expect(text.contains("billing_metrics_workers 2\n"))
         #expect(text.contains(#"billing_http_requests_total{worker="worker-1",route="/api/v1/ping",status="200"} 1"#))
@@ -82,7 +82,7 @@ import Testing
         let one = metrics("worker-1")
         one.record(route: "/api/v1/ping", status: 200, microseconds: 300)
         one.served.add()
-        let snapshot = one.snapshot(now: Timestamp(secondsSinceEpoch: 1_700_000_100), domain: BillingMetrics())
+        let snapshot = one.snapshot(now: Timestamp(secondsSinceEpoch: 1_700_000_100))
         let parsed = try #require(WorkerSnapshot(json: try JSON.parse(snapshot.json.serialized())))
         #expect(parsed.worker == "worker-1")
         #expect(parsed.requestsServed == 1)
@@ -98,10 +98,10 @@ import Testing
         }
         let directory = MetricsDirectory(path: path)
         let now = Timestamp(secondsSinceEpoch: 1_700_000_100)
-        let live = metrics("worker-1").snapshot(now: now, domain: BillingMetrics())
-        var stale = metrics("worker-2").snapshot(now: Timestamp(secondsSinceEpoch: 1_700_000_000), domain: BillingMetrics())
+        let live = metrics("worker-1").snapshot(now: now)
+        var stale = metrics("worker-2").snapshot(now: Timestamp(secondsSinceEpoch: 1_700_000_000))
         stale.worker = "worker-2"
-        var dead = metrics("worker-3").snapshot(now: now, domain: BillingMetrics())
+        var dead = metrics("worker-3").snapshot(now: now)
         dead.pid = 999_999_999
         #expect(directory.publish(live))
         #expect(directory.publish(stale))

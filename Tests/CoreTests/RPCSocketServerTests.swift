@@ -9,12 +9,13 @@ import Testing
     }
 
     private static func makeServer(_ path: String, limits: RPCLimits = .default,
-                                   configure: (inout RPCSocketServer.Configuration) -> Void = { _ in }) -> RPCSocketServer {
-        var registry = RPCMethodRegistry()
+                                   configure: (inout RPCSocketServerConfiguration) -> Void = { _ in }) -> RPCSocketServer<AdminRPCContext> {
+        var registry = RPCMethodRegistry<AdminRPCContext>()
         registry.registerSystemMethods()
-        var configuration = RPCSocketServer.Configuration(socketPath: path)
+        var configuration = RPCSocketServerConfiguration(socketPath: path)
         configure(&configuration)
-        return RPCSocketServer(configuration: configuration, protocol: JSONRPCServerProtocol(registry: registry, limits: limits))
+        return RPCSocketServer(configuration: configuration, protocol: JSONRPCServerProtocol(registry: registry, limits: limits),
+                               makeContext: { peer in AdminRPCContext(peer: peer) })
     }
 
     /// Connects, sends `bytes`, half-closes and returns everything the server sent until it closed.
@@ -25,7 +26,7 @@ import Testing
         defer { close(fd) }
         var address = try UnixSocketAddress(path: path)
         #expect(address.withSockaddr { connect(fd, $0, $1) } == 0)
-        let written = RPCSocketConnection.writeAll(fd, bytes)
+        let written = RPCSocketConnection<AdminRPCContext>.writeAll(fd, bytes)
         #expect(written || mayBeRefused)
         shutdown(fd, Int32(SHUT_WR))
         var received: [UInt8] = []
@@ -110,18 +111,19 @@ import Testing
 
     @Test func stopLetsTheCallInFlightFinish() throws {
         let path = Self.temporarySocketPath("inflight")
-        var registry = RPCMethodRegistry()
+        var registry = RPCMethodRegistry<AdminRPCContext>()
         registry.register("slow", summary: "sleeps 300 ms") { _, _ in
             usleep(300_000)
             return "done"
         }
-        let server = RPCSocketServer(configuration: .init(socketPath: path), protocol: JSONRPCServerProtocol(registry: registry))
+        let server = RPCSocketServer(configuration: .init(socketPath: path), protocol: JSONRPCServerProtocol(registry: registry),
+                                     makeContext: { peer in AdminRPCContext(peer: peer) })
         try server.start()
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = try UnixSocketAddress(path: path)
         #expect(address.withSockaddr { connect(fd, $0, $1) } == 0)
-        #expect(RPCSocketConnection.writeAll(fd, Array("{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"id\":1}\n".utf8)))
+        #expect(RPCSocketConnection<AdminRPCContext>.writeAll(fd, Array("{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"id\":1}\n".utf8)))
         usleep(100_000)
         let stopStarted = monotonicMilliseconds()
         server.stop()

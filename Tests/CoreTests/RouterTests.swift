@@ -14,14 +14,14 @@ private struct UnmappedConvertible: APIErrorConvertible {
         var errors: [String] = []
     }
 
-    private func context(_ reports: Reports = Reports()) -> RequestContext {
-        RequestContext(clock: FixedClock(Timestamp(secondsSinceEpoch: 1_700_000_000)),
+    private func context(_ reports: Reports = Reports()) -> BillingRequestContext {
+        BillingRequestContext(clock: FixedClock(Timestamp(secondsSinceEpoch: 1_700_000_000)),
                        reportUnexpectedError: { error, _ in reports.errors.append(String(describing: error)) })
     }
 
     private func json(_ response: HTTPResponse) throws -> JSON { try JSON.parse(response.body) }
 
-    private func router() -> Router {
+    private func router() -> Router<BillingRequestContext> {
         var router = BillingRoutes.makeRouter()
         router.get("/t/boom") { _, _ in throw Boom() }
         router.get("/t/bad") { _, _ in throw APIError.badRequest("amount must be positive", code: "invalid_amount") }

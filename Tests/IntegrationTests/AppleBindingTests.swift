@@ -104,14 +104,14 @@ import Testing
 
             // Still untrusted: stays quarantined. (The replayers events.retryQuarantined uses,
             // with services configured as the daemon would be.)
-            let replayers = BillingRPCMethods.quarantineReplayers()
-            let still = try replayers.retry(ids: [id], limit: 1, actor: "ops@test", services: try services(root: "a"), now: now, on: db)
+            let untrusted = BillingRPCMethods.quarantineReplayers(services: try services(root: "a"))
+            let still = try untrusted.retry(ids: [id], limit: 1, actor: "ops@test", now: now, on: db)
             #expect(still.map { $0["outcome"]?.stringValue } == ["still_failing"])
             #expect(still.first?["reason"]?.stringValue == "untrusted_chain")
             #expect(try tier(user, db) == .free)
             // The operator trusts root B: the re-run applies it, once.
-            let fixed = try replayers.retry(ids: [id, id, 999_999], limit: 3, actor: "ops@test", services: try services(root: "b"),
-                                            now: now, on: db)
+            let trusted = BillingRPCMethods.quarantineReplayers(services: try services(root: "b"))
+            let fixed = try trusted.retry(ids: [id, id, 999_999], limit: 3, actor: "ops@test", now: now, on: db)
             #expect(fixed.map { $0["outcome"]?.stringValue } == ["applied", "already_resolved", "not_found"])
             #expect(try tier(user, db) == .plus)
             let eventId = try #require(fixed.first?["eventId"]?.int64Value)

@@ -1,4 +1,4 @@
-import Core
+@testable import Core
 import Testing
 
 /// Found by scripts/torture (long profile, kill -9 of workers during the storm): a user's

@@ -1,4 +1,4 @@
-import Core
+@testable import Core
 import Testing
 
 /// stats.subscriptions follows the entitlement rules (SPEC §5, docs/stats.md): a billing

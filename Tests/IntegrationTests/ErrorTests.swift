@@ -1,4 +1,4 @@
-import Core
+@testable import Core
 import Testing
 
 @Suite struct ErrorTests {

@@ -41,7 +41,7 @@ import Testing
                    then: @escaping @Sendable (PendingIngestion) throws -> QuarantineReplay) -> QuarantineReplayers {
         let event = purchase(eventId, sub: "s-\(user)")
         var replayers = QuarantineReplayers()
-        replayers.register(provider: "revenuecat") { _, _, now, db in
+        replayers.register(provider: "revenuecat") { _, now, db in
             try then(try EventIngestion.record(event, payload: ["id": .string(eventId)], subjectCandidates: [user], now: now, on: db))
         }
         return replayers
@@ -52,7 +52,7 @@ import Testing
             let user = try knownUser(on: db)
             let replayers = replayers(recording: "replay-broken", for: user) { _ in throw Broken() }
             let id = try quarantine(provider: "revenuecat", on: db)
-            let results = try replayers.retry(ids: [id], limit: 1, actor: "ops@test", services: .unconfigured(), now: now, on: db)
+            let results = try replayers.retry(ids: [id], limit: 1, actor: "ops@test", now: now, on: db)
             #expect(results.map { $0["outcome"]?.stringValue } == ["still_failing"])
             #expect(results.first?["reason"]?.stringValue == "replay_error")
             // The event the replayer recorded went with the failed transaction.
@@ -71,7 +71,7 @@ import Testing
                 QuarantineReplay(.applied(eventId: try #require(pending.outcome.eventId)), ingestion: pending)
             }
             let id = try quarantine(provider: "revenuecat", on: db)
-            let results = try replayers.retry(ids: nil, limit: 100, actor: "ops@test", services: .unconfigured(), now: now, on: db)
+            let results = try replayers.retry(ids: nil, limit: 100, actor: "ops@test", now: now, on: db)
             #expect(results.map { $0["outcome"]?.stringValue } == ["applied"])
             #expect(try count("SELECT COUNT(*) AS n FROM billing_events WHERE provider_event_id = 'replay-ok' AND user_id = \(user)", on: db) == 1)
             #expect(try count("SELECT COUNT(*) AS n FROM billing_quarantine WHERE id = \(id) AND resolution = 'applied'", on: db) == 1)

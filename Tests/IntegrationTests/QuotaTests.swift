@@ -1,4 +1,4 @@
-import Core
+@testable import Core
 import Testing
 
 /// seeds/003's acceptance list against the real database: store events go through the
@@ -160,10 +160,13 @@ import Testing
             let again = try f.consume(at: 2, key: "retry-me")
             #expect(first == again)
             #expect(try f.balance(at: 3).used == 1)
-            #expect(throws: APIError.self) {
+            let error = #expect(throws: BillingError.self) {
                 try QuotaService.consume(userId: f.user, meter: "recurringGeneration", amount: 2, idempotencyKey: "retry-me",
                                          now: Self.day(3), services: f.services, on: db)
             }
+            // A domain error; the public route answers it 409 `idempotency_conflict`, as before.
+            #expect(error?.code == .idempotencyMismatch)
+            #expect(error?.apiError?.status.code == 409 && error?.apiError?.code == "idempotency_conflict")
         }
     }
 

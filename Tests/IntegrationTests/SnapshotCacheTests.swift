@@ -1,4 +1,4 @@
-import Core
+@testable import Core
 import Foundation
 import Testing
 
@@ -123,14 +123,14 @@ import Testing
                 return try BillingServices(configuration: config)
             }
             let clock = MutableClock(Self.hour(0))
-            let cached = RequestContext(clock: clock, services: try services(cache: 100), database: DatabaseConnection(configuration: configuration))
-            let fresh = RequestContext(clock: clock, services: try services(cache: 0), database: DatabaseConnection(configuration: configuration))
+            let cached = BillingRequestContext(clock: clock, services: try services(cache: 100), database: DatabaseConnection(configuration: configuration))
+            let fresh = BillingRequestContext(clock: clock, services: try services(cache: 0), database: DatabaseConnection(configuration: configuration))
             let token = try CompactJWS.sign(
                 payload: ["sub": .string(Self.user), "iss": "https://issuer.test", "aud": "billing-app",
                           "exp": .int(Self.hour(24 * 30).millisecondsSinceEpoch / 1000), "iat": .int(Self.hour(0).millisecondsSinceEpoch / 1000)],
                 header: ["kid": "k1"], key: key, algorithm: "ES256")
             let request = HTTPRequest(method: .get, path: "/api/v1/billing/access", headers: ["Authorization": "Bearer \(token)"])
-            let hitsBefore = BillingMetrics.shared.snapshotCacheHits.current
+            let hitsBefore = cached.services.metrics.snapshotCacheHits.current
             var step = 0
             func same(_ what: String) throws {
                 step += 1
@@ -171,7 +171,7 @@ import Testing
             try same("a new quota window (nothing written)")
             clock.instant = Self.hour(3)
             try same("a clock reading before the cached load")
-            #expect(BillingMetrics.shared.snapshotCacheHits.current > hitsBefore, "the cache served some of these")
+            #expect(cached.services.metrics.snapshotCacheHits.current > hitsBefore, "the cache served some of these")
         }
     }
 }

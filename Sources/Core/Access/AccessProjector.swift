@@ -5,14 +5,14 @@
 /// run at READ COMMITTED, so that after waiting for the lock the fold reads every event
 /// committed by the transaction it waited for: 50 concurrent events for one user then
 /// serialize here and none is lost.
-public enum AccessProjector {
-    public struct Result: Sendable, Equatable {
-        public var revision: UInt64
-        public var changed: Bool
-        public var projection: StoreProjection
+enum AccessProjector {
+    struct Result: Sendable, Equatable {
+        var revision: UInt64
+        var changed: Bool
+        var projection: StoreProjection
         /// Intrinsic time of the latest transfer in which this user gave his store access
         /// away; an earlier event of his arriving now must re-fold the receivers too.
-        public var lastTransferOutAt: Timestamp?
+        var lastTransferOutAt: Timestamp?
     }
 
     /// - Parameter newEvent: the event just added to the inbox for this user, when there is
@@ -22,7 +22,7 @@ public enum AccessProjector {
     ///   stored rows are the fold of the earlier events — so the inbox is not read again.
     ///   Anything else (a late event, a transfer, a provider-precedence switch) re-folds
     ///   from the inbox.
-    public static func refold(userId: String, now: Timestamp, newEvent: StoreEvent? = nil,
+    static func refold(userId: String, now: Timestamp, newEvent: StoreEvent? = nil,
                               on db: DatabaseConnection) throws(DatabaseError) -> Result {
         let locked = try lockAccessRowReadingStored(userId: userId, now: now, on: db)
         let (revision, stored) = (locked.revision, locked.stored)

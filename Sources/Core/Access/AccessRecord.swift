@@ -2,35 +2,35 @@
 /// store subscriptions and the operator overlays (grants, campaign memberships) that have
 /// not ended. It does not depend on the clock beyond the load instant; `AccessSnapshot`
 /// judges it at an instant. Workers cache it under `version` (`SnapshotCache`).
-public struct AccessRecord: Sendable, Equatable {
-    public var userId: String
-    public var revision: UInt64
+struct AccessRecord: Sendable, Equatable {
+    var userId: String
+    var revision: UInt64
     /// `billing_access.snapshot_version`: changed by triggers (migration 009) in the same
     /// transaction as anything this record holds.
-    public var version: UInt64
+    var version: UInt64
     /// The access row exists but was never folded (see `AccessSnapshot.unclaimed`).
-    public var unclaimed: Bool
+    var unclaimed: Bool
     /// Sign-up: quota windows are anchored there.
-    public var userCreatedAt: Timestamp
-    public var subscriptions: [SubscriptionState]
+    var userCreatedAt: Timestamp
+    var subscriptions: [SubscriptionState]
     /// Grants and campaign memberships neither revoked nor expired when loaded; a grant may
     /// start later (`startsAt`).
-    public var overlays: [Overlay]
+    var overlays: [Overlay]
     /// The instant the record was read at. Overlays that had expired by then were left out,
     /// so the record describes no instant before it.
-    public var loadedAt: Timestamp
+    var loadedAt: Timestamp
 
-    public struct Overlay: Sendable, Equatable {
-        public var source: AccessSnapshot.AccessSource
-        public var startsAt: Timestamp?
+    struct Overlay: Sendable, Equatable {
+        var source: AccessSnapshot.AccessSource
+        var startsAt: Timestamp?
 
-        public func isActive(at now: Timestamp) -> Bool {
+        func isActive(at now: Timestamp) -> Bool {
             (startsAt.map { $0 <= now } ?? true) && (source.expiresAt.map { $0 > now } ?? true)
         }
     }
 
     /// The overlays in force at `now`.
-    public func overlaySources(at now: Timestamp) -> [AccessSnapshot.AccessSource] {
+    func overlaySources(at now: Timestamp) -> [AccessSnapshot.AccessSource] {
         overlays.filter { $0.isActive(at: now) }.map(\.source)
     }
 
@@ -40,7 +40,7 @@ public struct AccessRecord: Sendable, Equatable {
 
     /// Reads the record in one statement (consistent by itself, and inside the caller's
     /// transaction when there is one); nil when the user has no access row (not known).
-    public static func load(userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> AccessRecord? {
+    static func load(userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> AccessRecord? {
         let rows = try db.query("""
             SELECT 'store' AS part, a.revision, a.snapshot_version, a.folded_at IS NULL AS unclaimed, u.created_at AS user_created_at,
               \(unsafeRaw: SubscriptionState.columns), NULL AS overlay_tier, NULL AS overlay_starts_at, NULL AS overlay_expires_at,
@@ -83,7 +83,7 @@ public struct AccessRecord: Sendable, Equatable {
 
 extension AccessSnapshot {
     /// `record` judged at `now` (not before `record.loadedAt`).
-    public init(record: AccessRecord, now: Timestamp, cadence: (String) -> Cadence?) {
+    init(record: AccessRecord, now: Timestamp, cadence: (String) -> Cadence?) {
         self.init(userId: record.userId, revision: record.revision, projection: StoreProjection(subscriptions: record.subscriptions),
                   now: now, overlays: record.overlaySources(at: now), cadence: cadence)
         userCreatedAt = record.userCreatedAt
@@ -92,7 +92,7 @@ extension AccessSnapshot {
 
     /// Reads the user's projection, active grants and campaign memberships in one statement,
     /// so the three never straddle a commit; nil when the user has no access row (not known).
-    public static func load(userId: String, now: Timestamp, cadence: (String) -> Cadence?,
+    static func load(userId: String, now: Timestamp, cadence: (String) -> Cadence?,
                             on db: DatabaseConnection) throws(DatabaseError) -> AccessSnapshot? {
         try AccessRecord.load(userId: userId, now: now, on: db).map { AccessSnapshot(record: $0, now: now, cadence: cadence) }
     }

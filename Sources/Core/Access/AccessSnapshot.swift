@@ -4,35 +4,35 @@
 /// Sources: the store projection, operator grants and grandfather campaigns (overlays).
 /// `tier` is always the highest active source, so an overlay never demotes a payer, and when
 /// it ends the store tier shows again (nothing was replaced).
-public struct AccessSnapshot: Sendable, Equatable {
-    public var userId: String
-    public var revision: UInt64
-    public var serverTime: Timestamp
+struct AccessSnapshot: Sendable, Equatable {
+    var userId: String
+    var revision: UInt64
+    var serverTime: Timestamp
     /// Every source of access that is active now, highest tier first.
-    public var sources: [AccessSource]
+    var sources: [AccessSource]
     /// The subscription deciding the store tier (or explaining its absence).
-    public var store: SubscriptionState?
+    var store: SubscriptionState?
     /// Every store subscription granting access now, the deciding one first: quotas count
     /// them all (a paid period beside a trial of another product, SPEC §6).
-    public var storeInForce: [SubscriptionState]
-    public var storeCadence: Cadence?
+    var storeInForce: [SubscriptionState]
+    var storeCadence: Cadence?
     /// The user's sign-up: quota windows are anchored there.
-    public var userCreatedAt: Timestamp?
+    var userCreatedAt: Timestamp?
     /// Plan version, capabilities, balances and enforcement (`QuotaService.status`).
-    public var quota: QuotaStatus?
+    var quota: QuotaStatus?
     /// The user's access row exists but was never folded: his creation committed and the
     /// claim of his unmatched events that follows it did not (the process died, or the
     /// database failed, in between). Whoever reads such a snapshot runs the claim again.
-    public var unclaimed = false
+    var unclaimed = false
 
-    public struct AccessSource: Sendable, Equatable {
-        public var tier: Tier
+    struct AccessSource: Sendable, Equatable {
+        var tier: Tier
         /// `store`, `grant` or `campaign`.
-        public var kind: String
-        public var expiresAt: Timestamp?
-        public var campaign: String?
+        var kind: String
+        var expiresAt: Timestamp?
+        var campaign: String?
 
-        public init(tier: Tier, kind: String, expiresAt: Timestamp?, campaign: String? = nil) {
+        init(tier: Tier, kind: String, expiresAt: Timestamp?, campaign: String? = nil) {
             self.tier = tier
             self.kind = kind
             self.expiresAt = expiresAt
@@ -42,7 +42,7 @@ public struct AccessSnapshot: Sendable, Equatable {
 
     /// Resolves `projection` at `now`. `cadence` maps a product id to its cadence.
     /// `overlays` are the active grant and campaign sources at `now`.
-    public init(userId: String, revision: UInt64, projection: StoreProjection, now: Timestamp,
+    init(userId: String, revision: UInt64, projection: StoreProjection, now: Timestamp,
                 overlays: [AccessSource] = [], cadence: (String) -> Cadence? = { _ in nil }) {
         self.userId = userId
         self.revision = revision
@@ -62,7 +62,7 @@ public struct AccessSnapshot: Sendable, Equatable {
     /// Highest tier first; among equals the store first (a payer's own subscription is the
     /// source that explains his access), then grants, then campaigns, each by expiry
     /// (permanent last) so the order is deterministic.
-    public static func ordered(_ sources: [AccessSource]) -> [AccessSource] {
+    static func ordered(_ sources: [AccessSource]) -> [AccessSource] {
         func kindRank(_ kind: String) -> Int { kind == "store" ? 0 : kind == "grant" ? 1 : 2 }
         return sources.sorted { a, b in
             if a.tier != b.tier { return a.tier > b.tier }
@@ -74,18 +74,18 @@ public struct AccessSnapshot: Sendable, Equatable {
     }
 
     /// The effective tier: the highest active source (a grant never demotes a payer).
-    public var tier: Tier { sources.map(\.tier).max() ?? .free }
+    var tier: Tier { sources.map(\.tier).max() ?? .free }
 
     /// The source deciding `tier`: the first among equals in `sources` order (store first).
-    public var source: String { sources.first { $0.tier == tier }?.kind ?? "none" }
+    var source: String { sources.first { $0.tier == tier }?.kind ?? "none" }
 
     /// The store phase when the store decides or nothing does; `active` for an operator source.
-    public var phase: AccessPhase {
+    var phase: AccessPhase {
         if let store, source == "store" || source == "none" { return store.phase(at: serverTime) }
         return source == "none" ? .none : .active
     }
 
-    public var json: JSON {
+    var json: JSON {
         var object: JSONObject = [
             "userId": .string(userId),
             "tier": .string(tier.rawValue),

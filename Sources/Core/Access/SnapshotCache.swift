@@ -12,20 +12,20 @@
 /// (a window rolled over, a new plan version) reads everything again.
 ///
 /// Bounded (`BoundedCache`): at most 2 × `capacity` users, recently used ones kept.
-public final class SnapshotCache: Sendable {
-    public struct Entry: Sendable, Equatable {
-        public var record: AccessRecord
+final class SnapshotCache: Sendable {
+    struct Entry: Sendable, Equatable {
+        var record: AccessRecord
         /// Units used per (meter, window), read in the same transaction as `record`.
-        public var usage: [UsageKey: Int64]
+        var usage: [UsageKey: Int64]
 
-        public init(record: AccessRecord, windows: [(meter: String, window: QuotaWindow)], used: [String: Int64]) {
+        init(record: AccessRecord, windows: [(meter: String, window: QuotaWindow)], used: [String: Int64]) {
             self.record = record
             self.usage = Dictionary(windows.map { (UsageKey(meter: $0.meter, window: $0.window), used[$0.meter] ?? 0) },
                                     uniquingKeysWith: { first, _ in first })
         }
 
         /// Units used per meter for `windows`; nil when a window is not the one cached.
-        public func used(in windows: [(meter: String, window: QuotaWindow)]) -> [String: Int64]? {
+        func used(in windows: [(meter: String, window: QuotaWindow)]) -> [String: Int64]? {
             var result: [String: Int64] = [:]
             for (meter, window) in windows {
                 guard let used = usage[UsageKey(meter: meter, window: window)] else { return nil }
@@ -35,10 +35,10 @@ public final class SnapshotCache: Sendable {
         }
     }
 
-    public struct UsageKey: Hashable, Sendable {
-        public var meter: String
-        public var start: Timestamp
-        public var end: Timestamp
+    struct UsageKey: Hashable, Sendable {
+        var meter: String
+        var start: Timestamp
+        var end: Timestamp
 
         init(meter: String, window: QuotaWindow) {
             self.meter = meter
@@ -50,12 +50,12 @@ public final class SnapshotCache: Sendable {
     private let entries: BoundedCache<String, Entry>
 
     /// `capacity`: users per generation; 0 disables the cache.
-    public init(capacity: Int) {
+    init(capacity: Int) {
         entries = BoundedCache(capacity: capacity)
     }
 
     /// The cached entry for `userId`, if any (not yet validated).
-    public func entry(for userId: String) -> Entry? { entries[userId] }
+    func entry(for userId: String) -> Entry? { entries[userId] }
 
-    public func store(_ entry: Entry) { entries.store(entry, for: entry.record.userId) }
+    func store(_ entry: Entry) { entries.store(entry, for: entry.record.userId) }
 }

@@ -4,13 +4,13 @@
 /// they arrived, because the fold sorts them first (`foldOrder`). A late event simply
 /// means the user is folded again from the inbox. No clock is involved: expiry is judged
 /// at read time (`SubscriptionState.grantsAccess(at:)`).
-public enum StoreFold {
+enum StoreFold {
     /// - Parameters:
     ///   - events: every event of the user, in any order. For a transfer *to* this user,
     ///     the caller includes the sender's events from before the transfer (they are the
     ///     subscriptions being moved).
     ///   - userId: whose projection this is (decides the direction of transfers).
-    public static func fold(_ events: [StoreEvent], userId: String) -> StoreProjection {
+    static func fold(_ events: [StoreEvent], userId: String) -> StoreProjection {
         var states: [String: SubscriptionState] = [:]
         var lastEventAt: Timestamp?
         var applied = 0
@@ -41,7 +41,7 @@ public enum StoreFold {
     /// same: `event` sorts strictly after every folded event (a later intrinsic time), is
     /// not a transfer, and does not change which provider speaks for its subscription.
     /// nil when a full re-fold is needed.
-    public static func appending(_ event: StoreEvent, to projection: StoreProjection) -> StoreProjection? {
+    static func appending(_ event: StoreEvent, to projection: StoreProjection) -> StoreProjection? {
         guard event.isApplicable, event.kind != .transfer, let at = event.intrinsicAt else { return nil }
         if let last = projection.lastEventAt, !(at > last) { return nil }
         if projection.lastEventAt == nil && projection.appliedEvents > 0 { return nil }

@@ -1,5 +1,5 @@
 /// The phase of a user's access, as the snapshot reports it.
-public enum AccessPhase: String, Sendable, CaseIterable {
+enum AccessPhase: String, Sendable, CaseIterable {
     case none
     case trial
     case active
@@ -16,12 +16,12 @@ public enum AccessPhase: String, Sendable, CaseIterable {
 
 /// A product change that is recorded but not yet in effect (SPEC §5, seeds/003): a
 /// downgrade waits for the period end, an upgrade for its confirmed transaction.
-public struct PendingChange: Sendable, Equatable {
-    public var productId: String
-    public var tier: Tier?
-    public var effectiveAt: Timestamp?
+struct PendingChange: Sendable, Equatable {
+    var productId: String
+    var tier: Tier?
+    var effectiveAt: Timestamp?
 
-    public init(productId: String, tier: Tier?, effectiveAt: Timestamp?) {
+    init(productId: String, tier: Tier?, effectiveAt: Timestamp?) {
         self.productId = productId
         self.tier = tier
         self.effectiveAt = effectiveAt
@@ -29,30 +29,30 @@ public struct PendingChange: Sendable, Equatable {
 }
 
 /// One store subscription of a user as the fold leaves it. Stored in `billing_subscriptions`.
-public struct SubscriptionState: Sendable, Equatable {
-    public var subscriptionId: String
-    public var provider: EventProvider
-    public var platform: String?
-    public var environment: StoreEnvironment
-    public var productId: String?
+struct SubscriptionState: Sendable, Equatable {
+    var subscriptionId: String
+    var provider: EventProvider
+    var platform: String?
+    var environment: StoreEnvironment
+    var productId: String?
     /// nil when the product maps to no paid tier (it then grants nothing).
-    public var tier: Tier?
-    public var phase: AccessPhase
-    public var willRenew: Bool
+    var tier: Tier?
+    var phase: AccessPhase
+    var willRenew: Bool
     /// Whether the current period is a free trial.
-    public var inTrialPeriod: Bool
-    public var purchasedAt: Timestamp?
+    var inTrialPeriod: Bool
+    var purchasedAt: Timestamp?
     /// nil means no end (a lifetime non-renewing purchase).
-    public var expiresAt: Timestamp?
-    public var graceExpiresAt: Timestamp?
-    public var trialStartsAt: Timestamp?
-    public var trialEndsAt: Timestamp?
-    public var pendingChange: PendingChange?
+    var expiresAt: Timestamp?
+    var graceExpiresAt: Timestamp?
+    var trialStartsAt: Timestamp?
+    var trialEndsAt: Timestamp?
+    var pendingChange: PendingChange?
     /// Expiry before a refund cut it short, so a reversed refund restores it.
-    public var expiresBeforeRevocation: Timestamp?
-    public var lastEventAt: Timestamp
+    var expiresBeforeRevocation: Timestamp?
+    var lastEventAt: Timestamp
 
-    public init(subscriptionId: String, provider: EventProvider, platform: String? = nil,
+    init(subscriptionId: String, provider: EventProvider, platform: String? = nil,
                 environment: StoreEnvironment = .production, productId: String? = nil, tier: Tier? = nil,
                 phase: AccessPhase = .none, willRenew: Bool = false, inTrialPeriod: Bool = false,
                 purchasedAt: Timestamp? = nil, expiresAt: Timestamp? = nil, graceExpiresAt: Timestamp? = nil,
@@ -79,7 +79,7 @@ public struct SubscriptionState: Sendable, Equatable {
 
     /// Whether this subscription grants its tier at `now`. Expiry is honoured here, at read
     /// time: an expired row reads as no access even if no EXPIRATION event ever arrived.
-    public func grantsAccess(at now: Timestamp) -> Bool {
+    func grantsAccess(at now: Timestamp) -> Bool {
         guard let tier, tier > .free else { return false }
         switch phase {
         case .trial, .active, .canceled:
@@ -94,7 +94,7 @@ public struct SubscriptionState: Sendable, Equatable {
     }
 
     /// The phase to report at `now`: a lapsed trial/active/canceled/grace reads `expired`.
-    public func phase(at now: Timestamp) -> AccessPhase {
+    func phase(at now: Timestamp) -> AccessPhase {
         if grantsAccess(at: now) { return phase }
         switch phase {
         case .revoked, .billingRetry, .none: return phase
@@ -104,25 +104,25 @@ public struct SubscriptionState: Sendable, Equatable {
 }
 
 /// The result of folding a user's store events: every subscription's state.
-public struct StoreProjection: Sendable, Equatable {
+struct StoreProjection: Sendable, Equatable {
     /// Sorted by subscription id, so equal projections compare equal.
-    public var subscriptions: [SubscriptionState]
+    var subscriptions: [SubscriptionState]
     /// Intrinsic time of the last applied event.
-    public var lastEventAt: Timestamp?
-    public var appliedEvents: Int
+    var lastEventAt: Timestamp?
+    var appliedEvents: Int
 
-    public init(subscriptions: [SubscriptionState] = [], lastEventAt: Timestamp? = nil, appliedEvents: Int = 0) {
+    init(subscriptions: [SubscriptionState] = [], lastEventAt: Timestamp? = nil, appliedEvents: Int = 0) {
         self.subscriptions = subscriptions
         self.lastEventAt = lastEventAt
         self.appliedEvents = appliedEvents
     }
 
-    public static let empty = StoreProjection()
+    static let empty = StoreProjection()
 
     /// The subscription that decides the store tier at `now`: the highest tier among those
     /// granting access (ties: the one lasting longest); without any, the most recently
     /// changed one (to report why there is no access).
-    public func primary(at now: Timestamp) -> SubscriptionState? {
+    func primary(at now: Timestamp) -> SubscriptionState? {
         let granting = subscriptions.filter { $0.grantsAccess(at: now) }
         if let best = granting.max(by: { a, b in
             if a.tier != b.tier { return (a.tier ?? .free) < (b.tier ?? .free) }

@@ -1,27 +1,37 @@
 /// What every request or admin call shares in a process: the validated configuration and
-/// what was built from it once at start-up (token keys, tier rules, id pattern), the
-/// logger and the clock. Immutable, so threads share one instance.
-public final class BillingServices: Sendable {
-    public let configuration: BillingConfiguration
-    public let logger: Logger
-    public let clock: any BillingClock
-    public let idPattern: UserIdPattern
-    public let tiers: TierResolver
+/// what was built from it once at start-up (token keys, tier rules, id pattern, catalog),
+/// the process's caches and counters, the logger and the clock. Immutable (its members lock
+/// themselves), so threads share one instance. Only the composition root (this folder)
+/// holds it: features are handed the members they use, through their context protocols.
+final class BillingServices: Sendable {
+    let configuration: BillingConfiguration
+    let logger: Logger
+    let clock: any BillingClock
+    let idPattern: UserIdPattern
+    let tiers: TierResolver
+    /// The `products` catalog, with the one cadence rule for products it does not list.
+    let catalog: ProductCatalog
+    /// The domain counters of this process (webhooks, usage, database errors, cache hits).
+    let metrics = BillingMetrics()
+    /// Who was seen today, per process (`billing_user_days`).
+    let activity = UserActivity()
+    /// When this process last purged expired paywall events.
+    let paywallPurge = PaywallEvents.PurgeSchedule()
     /// nil when `auth.keysFile` is not configured: authenticated routes then answer 501.
-    public let tokenVerifier: IDTokenVerifier?
+    let tokenVerifier: IDTokenVerifier?
     /// Runtime flags from `billing_flags`, cached for at most a second.
-    public let flags = FlagCache()
+    let flags = FlagCache()
     /// Plan versions, cached briefly per process.
-    public let plans = PlanCatalog()
+    let plans = PlanCatalog()
     /// Access records of recently seen users, validated on every use (`SnapshotCache`).
-    public let snapshots: SnapshotCache
+    let snapshots: SnapshotCache
     /// nil when `apple.trustedRootsFiles` or `apple.bundleId` is not configured: the App
     /// Store routes then answer 501.
-    public let appleVerifier: AppleSignedDataVerifier?
+    let appleVerifier: AppleSignedDataVerifier?
 
     /// Builds everything the configuration names; a key file that cannot be read is a
     /// start-up error, not a per-request one.
-    public init(configuration: BillingConfiguration, logger: Logger = Logger(sink: .standardError),
+    init(configuration: BillingConfiguration, logger: Logger = Logger(sink: .standardError),
                 clock: any BillingClock = SystemClock()) throws(ConfigurationError) {
         self.configuration = configuration
         self.logger = logger
@@ -32,6 +42,7 @@ public final class BillingServices: Sendable {
         }
         self.idPattern = pattern
         self.tiers = TierResolver(configuration)
+        self.catalog = ProductCatalog(configuration.products)
         self.appleVerifier = try AppleSignedDataVerifier.load(configuration.apple)
         if let keysFile = configuration.auth.keysFile {
             guard let issuer = configuration.auth.issuer, let audience = configuration.auth.audience else {
@@ -46,7 +57,15 @@ public final class BillingServices: Sendable {
     }
 
     /// Defaults only: no database, no token keys. For tests of routes that need neither.
-    public static func unconfigured(clock: any BillingClock = SystemClock()) -> BillingServices {
+    static func unconfigured(clock: any BillingClock = SystemClock()) -> BillingServices {
         try! BillingServices(configuration: BillingConfiguration(), clock: clock)
+    }
+}
+
+extension BillingServices {
+    /// A database connection wired to this process's metrics (retries are counted).
+    func makeDatabaseConnection(_ configuration: DatabaseConfiguration) -> DatabaseConnection {
+        let metrics = self.metrics
+        return DatabaseConnection(configuration: configuration, onRetry: { metrics.databaseRetries.add() })
     }
 }

@@ -4,12 +4,12 @@
 extension DatabaseError: APIErrorConvertible, RPCErrorConvertible {
     /// Unreachable, or still locked after the bounded retries: retryable, so 503 (providers
     /// retry non-2xx). Anything else is a bug: the generic 500.
-    public var apiError: APIError? {
+    var apiError: APIError? {
         if isUnavailable || isDeadlockOrLockWait { return .unavailable() }
         return nil
     }
 
-    public var rpcError: RPCError {
+    var rpcError: RPCError {
         if isUnavailable || isDeadlockOrLockWait {
             return RPCError(code: RPCError.Code.unavailable, message: "database unavailable, retry later")
         }
@@ -18,9 +18,33 @@ extension DatabaseError: APIErrorConvertible, RPCErrorConvertible {
 }
 
 extension PayloadError: APIErrorConvertible {
-    public var apiError: APIError? { .badRequest(description, code: "invalid_payload") }
+    var apiError: APIError? {
+        isTooLarge ? .payloadTooLarge(description, code: "payload_too_large") : .badRequest(description, code: "invalid_payload")
+    }
 }
 
 extension AuthError: APIErrorConvertible {
-    public var apiError: APIError? { .unauthorized(description, code: reason.rawValue) }
+    var apiError: APIError? { .unauthorized(description, code: reason.rawValue) }
+}
+
+extension BillingError: APIErrorConvertible, RPCErrorConvertible {
+    /// The public routes: 404, 409 (`idempotency_conflict` for a key reused with other
+    /// values, as `POST /billing/usage` has always answered), 503 when retryable.
+    var apiError: APIError? {
+        switch code {
+        case .notFound: return .notFound(message)
+        case .idempotencyMismatch: return .conflict(message, code: "idempotency_conflict")
+        case .conflict: return .conflict(message)
+        case .invalidParams: return .badRequest(message)
+        case .databaseRequired, .unavailable: return .unavailable()
+        }
+    }
+
+    /// The admin methods: application codes 1001–1004 with `data.reason`; -32002 when retryable.
+    var rpcError: RPCError {
+        if code == .invalidParams { return .invalidParams(message, field: data["field"]?.stringValue) }
+        var data = self.data
+        data["reason"] = .string(code.name)
+        return RPCError(code: code.rawValue, message: message, data: .object(data))
+    }
 }

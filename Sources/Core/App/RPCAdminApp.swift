@@ -3,7 +3,7 @@ import Glibc
 /// `billing-rpc`: the admin daemon, the migration command and the development token
 /// printer, wired in Core so the executable is a single call.
 public enum RPCAdminApp {
-    public static let version = "0.1.0"
+    static let version = "0.1.0"
 
     /// Returns the process exit status.
     public static func main(arguments: [String], environment: [String: String]) -> Int32 {
@@ -48,18 +48,36 @@ public enum RPCAdminApp {
         }
         let limits = RPCLimits(maxMessageBytes: configuration.admin.maxMessageBytes,
                                maxBatchLength: configuration.admin.maxBatchLength)
-        let server = RPCSocketServer(configuration: serverConfiguration, registry: BillingRPCMethods.makeRegistry(),
-                                     limits: limits, serverInfo: RPCServerInfo(version: version), billing: services,
-                                     databaseConfiguration: commandLine.configPath == nil ? nil : configuration.database,
-                                     log: RPCServerLogEvent.logger(logger))
-        logger.info("billing-rpc started", ["rpc.socket": .string(serverConfiguration.socketPath), "process.id": .int(Int64(getpid()))])
-        do {
-            try server.runUntilTerminated(reopenLogs: { logger.sink.reopen() })
-        } catch {
-            return fail("\(error)", status: 1)
+        let server = makeServer(configuration: serverConfiguration, limits: limits, serverInfo: RPCServerInfo(version: version),
+                                services: services,
+                                databaseConfiguration: commandLine.configPath == nil ? nil : configuration.database)
+        let status = ProcessLifecycle.run(server, logger: logger, reopenLogs: { logger.sink.reopen() }) {
+            logger.info("billing-rpc started", ["rpc.socket": .string(serverConfiguration.socketPath), "process.id": .int(Int64(getpid()))])
         }
+        guard status == 0 else { return status }
         logger.info("billing-rpc stopped")
         return 0
+    }
+
+    /// The daemon as `billing-rpc` runs it: handler failures and connection events go to the
+    /// services' logger, each connection gets a context with `serverInfo`, the shared
+    /// services and its own database connection.
+    ///
+    /// Closures handed to the server run on its threads; build them in Core (as here), not
+    /// in `main.swift` top-level code, where Swift 6 makes them main-actor isolated.
+    static func makeServer(configuration: RPCSocketServerConfiguration, limits: RPCLimits = .default,
+                           serverInfo: RPCServerInfo, services: BillingServices,
+                           databaseConfiguration: DatabaseConfiguration?) -> RPCSocketServer<AdminRPCContext> {
+        let logger = services.logger
+        let rpc = JSONRPCServerProtocol(registry: BillingRPCMethods.makeRegistry(services: services), limits: limits) { method, error in
+            // The caller saw only "Internal error"; the operator gets the cause.
+            logger.error("rpc.call.failed", ["rpc.method": .string(method), "error": .string(String(describing: error))])
+        }
+        return RPCSocketServer(configuration: configuration, protocol: rpc, makeContext: { peer in
+            // Built on the connection's thread: its database connection stays on that thread.
+            AdminRPCContext(peer: peer, server: serverInfo, services: services,
+                            database: databaseConfiguration.map(services.makeDatabaseConnection))
+        }, logger: logger)
     }
 
     // MARK: migrate
@@ -166,34 +184,5 @@ public enum RPCAdminApp {
     private static func fail(_ message: String, status: Int32) -> Int32 {
         ProcessEnvironment.printError("billing-rpc: \(message)")
         return status
-    }
-}
-
-/// Every JSON-RPC method of `billing-rpc`, registered in one place.
-public enum BillingRPCMethods {
-    public static func makeRegistry(replayers: QuarantineReplayers = quarantineReplayers()) -> RPCMethodRegistry {
-        var registry = RPCMethodRegistry()
-        registry.registerSystemMethods()
-        registry.registerAccessMethods()
-        registry.registerUserMethods()
-        registry.registerGrantMethods()
-        registry.registerGrandfatherMethods()
-        registry.registerEventMethods(replayers: replayers)
-        registry.registerFlagMethods()
-        registry.registerPlanMethods()
-        registry.registerStatsMethods()
-        return registry
-    }
-
-    /// How `events.retryQuarantined` re-runs each provider's quarantined deliveries: App Store
-    /// notifications are verified again with the current trust settings. The RevenueCat
-    /// route quarantines nothing it could re-verify (its only check is the shared secret,
-    /// which a stored body cannot prove), so it registers none.
-    public static func quarantineReplayers() -> QuarantineReplayers {
-        var replayers = QuarantineReplayers()
-        replayers.register(provider: EventProvider.appleNotification.rawValue) { delivery, services, now, db in
-            try AppleQuarantineReplay.replay(delivery, services: services, now: now, on: db)
-        }
-        return replayers
     }
 }

@@ -4,7 +4,7 @@ import Glibc
 /// executable is a single call and closures run on worker threads are not main-actor
 /// isolated (Swift 6 would make closures written in `main.swift` so, and they trap).
 public enum WorkerApp {
-    public static let usage = """
+    static let usage = """
         usage: billing-fcgi --config FILE --socket PATH [options]
 
           --config FILE        configuration (JSON); BILLING__section__key env vars override it
@@ -15,7 +15,7 @@ public enum WorkerApp {
           --max-requests N     stop gracefully after N requests, for a supervisor to restart (default 0: never)
           --metrics-dir PATH   override server.metricsDirectory (default: metrics/ beside the socket)
 
-        Signals: TERM/INT/QUIT stop accepting, finish in-flight requests and exit 0; USR1/HUP reopen logs.
+        Signals: TERM/INT/QUIT stop accepting, finish in-flight requests and exit 0; USR1 reopens logs, HUP reloads (reopens logs).
 
         """
 
@@ -85,11 +85,12 @@ public enum WorkerApp {
         let directory = MetricsDirectory(path: options.metricsDirectory ?? configuration.server.metricsDirectory
                                          ?? MetricsDirectory.beside(socketPath: socket).path)
         let metrics = WorkerMetrics(worker: WorkerMetrics.workerName(socketPath: socket), threads: serverOptions.pool.threads,
-                                    routes: router.patterns + [MetricsRoute.path], startedAt: services.clock.now())
-        router.get(MetricsRoute.path, MetricsRoute.handler(own: metrics, directory: directory))
+                                    routes: router.patterns + [MetricsRoute.path], startedAt: services.clock.now(),
+                                    domain: services.metrics)
+        router.get(MetricsRoute.path, MetricsRoute.handler(own: metrics, directory: directory, clock: services.clock))
         let publisher = MetricsPublisher(metrics: metrics, directory: directory, clock: services.clock)
         // Before the publisher thread exists, so it inherits the mask and no signal is
-        // delivered to it (FastCGIServer.run blocks them again; that is harmless).
+        // delivered to it (the process skeleton blocks them again; that is harmless).
         ProcessSignals.blockHandledSignals()
         if !publisher.start() {
             logger.warning("cannot start the metrics publisher thread", ["metrics.directory": .string(directory.path)])
@@ -98,13 +99,12 @@ public enum WorkerApp {
 
         let databaseConfiguration = configuration.database
         return FastCGIServer.run(
-            options: serverOptions, router: router, events: ServerEvents.sink(logger),
+            options: serverOptions, router: router, logger: logger,
             reopenLogs: { logger.sink.reopen() }, metrics: metrics, accessLog: logger,
             makeContext: { index in
                 // One MariaDB connection per thread, opened lazily on first use.
-                let database = DatabaseConnection(configuration: databaseConfiguration)
-                return RequestContext(workerIndex: index, clock: services.clock, services: services, database: database,
-                                      reportUnexpectedError: RequestContext.reporter(ServerEvents.sink(logger)))
+                BillingRequestContext(workerIndex: index, services: services,
+                                      database: services.makeDatabaseConnection(databaseConfiguration))
             })
     }
 

@@ -3,8 +3,8 @@
 /// key), and App Store events of the subscription fold into that user only.
 ///
 /// Lock order, everywhere: the binding row, then users' access rows in id order.
-public enum AppleBinding {
-    public enum Decision: Sendable, Equatable {
+enum AppleBinding {
+    enum Decision: Sendable, Equatable {
         /// The caller is now the first owner.
         case bound
         /// The caller already owned it (idempotent).
@@ -21,7 +21,7 @@ public enum AppleBinding {
     /// Binds (or checks) `subscriptionId` for `userId`, who must be known, in one
     /// transaction: audit, move of the App Store events to the new owner and re-fold of
     /// every user whose access changed. A denial is committed (its audit row) and returned.
-    public static func bind(subscriptionId: String, userId: String, restore: Bool,
+    static func bind(subscriptionId: String, userId: String, restore: Bool,
                             policy: BillingConfiguration.Binding.Policy, transactionId: String?,
                             environment: StoreEnvironment, now: Timestamp, on db: DatabaseConnection) throws -> Decision {
         var attempt = 0
@@ -115,7 +115,7 @@ public enum AppleBinding {
     }
 
     /// The owner, read with a shared lock (a move in progress is waited for).
-    public static func owner(of subscriptionId: String, on db: DatabaseConnection) throws(DatabaseError) -> String? {
+    static func owner(of subscriptionId: String, on db: DatabaseConnection) throws(DatabaseError) -> String? {
         try db.queryOne("SELECT user_id FROM billing_apple_bindings WHERE original_transaction_id = \(subscriptionId) LOCK IN SHARE MODE")?
             .string("user_id")
     }
@@ -123,7 +123,7 @@ public enum AppleBinding {
     /// Folds the subscription's unmatched App Store events into its owner, if it has one.
     /// Idempotent; run after an unmatched event committed, so that a binding created
     /// concurrently (whose own claim could not see the event yet) still gets it.
-    public static func claimUnmatched(subscriptionId: String, now: Timestamp, on db: DatabaseConnection) throws {
+    static func claimUnmatched(subscriptionId: String, now: Timestamp, on db: DatabaseConnection) throws {
         try db.transaction(retries: 3, isolation: .readCommitted) { db in
             guard let owner = try owner(of: subscriptionId, on: db) else { return }
             try AccessProjector.lockAccessRow(userId: owner, now: now, on: db)

@@ -14,20 +14,20 @@
 /// anything else → unknown: stored, and applied as its transaction's period and expiry when
 /// it carries one. Renewal info, on any type, sets auto-renew, grace or billing retry and
 /// the pending product. Tier comes from the `products` catalog only: other products grant nothing.
-public struct AppleDelivery: Sendable {
-    public var event: StoreEvent
+struct AppleDelivery: Sendable {
+    var event: StoreEvent
     /// The verified transaction, when the delivery carries one.
-    public var transaction: AppleTransactionInfo?
+    var transaction: AppleTransactionInfo?
     /// Ids that may name the buyer: the `appAccountToken` when it matches `users.idPattern`.
-    public var userCandidates: [String]
+    var userCandidates: [String]
     /// What the inbox stores: decoded payloads (nested JWS replaced by their verified payloads).
-    public var payload: JSON
+    var payload: JSON
 
-    public typealias Catalog = [String: BillingConfiguration.Product]
+    typealias Catalog = [String: BillingConfiguration.Product]
 
     /// Verifies and decodes a notification `signedPayload` (outer and nested JWS).
     /// Throws `AppleVerificationError` (→ 422, quarantine) or `PayloadError` (→ 400).
-    public static func notification(signedPayload: String, verifier: AppleSignedDataVerifier, catalog: Catalog,
+    static func notification(signedPayload: String, verifier: AppleSignedDataVerifier, catalog: Catalog,
                                     idPattern: UserIdPattern, now: Timestamp) throws -> AppleDelivery {
         let outer = try verifier.verifyNotification(signedPayload, now: now)
         let r = try PayloadReader(outer, path: "")
@@ -93,7 +93,7 @@ public struct AppleDelivery: Sendable {
 
     /// Verifies and decodes a transaction the app posted. Its intrinsic time is the
     /// transaction's own `signedDate`.
-    public static func postedTransaction(_ jws: String, verifier: AppleSignedDataVerifier, catalog: Catalog,
+    static func postedTransaction(_ jws: String, verifier: AppleSignedDataVerifier, catalog: Catalog,
                                          idPattern: UserIdPattern, now: Timestamp) throws -> AppleDelivery {
         let payload = try verifier.verifyTransaction(jws, now: now)
         let t = try AppleTransactionInfo.decode(payload)

@@ -1,15 +1,15 @@
 /// App Store deliveries into the shared inbox and fold: `EventIngestion` with the
 /// subscription's binding deciding the subject inside the ingestion transaction.
-public enum AppleIngestion {
+enum AppleIngestion {
     /// In its own transaction, with its after-commit steps (the webhook, the transaction route).
-    public static func ingest(_ delivery: AppleDelivery, policy: BillingConfiguration.Binding.Policy, now: Timestamp,
+    static func ingest(_ delivery: AppleDelivery, policy: BillingConfiguration.Binding.Policy, now: Timestamp,
                               on db: DatabaseConnection) throws -> EventIngestion.Outcome {
         try EventIngestion.commit(on: db) { db in try record(delivery, policy: policy, now: now, on: db) }
     }
 
     /// Inside the caller's open transaction (`EventIngestion.record`); the caller runs
     /// `finish` on the result after its commit.
-    public static func record(_ delivery: AppleDelivery, policy: BillingConfiguration.Binding.Policy, now: Timestamp,
+    static func record(_ delivery: AppleDelivery, policy: BillingConfiguration.Binding.Policy, now: Timestamp,
                               on db: DatabaseConnection) throws(DatabaseError) -> PendingIngestion {
         let event = delivery.event
         var pending = try EventIngestion.record(

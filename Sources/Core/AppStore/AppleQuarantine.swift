@@ -2,12 +2,12 @@
 /// deduplicated by the SHA-256 of the body (a re-delivery counts, it adds no row) and
 /// bounded (`maxOpenRows` unresolved rows; beyond that a new body is refused and logged,
 /// and Apple keeps retrying it).
-public enum AppleQuarantine {
-    public static let maxOpenRows = 10_000
+enum AppleQuarantine {
+    static let maxOpenRows = 10_000
 
     /// Returns the row id, or nil when the quarantine is full.
     @discardableResult
-    public static func record(provider: EventProvider, body: [UInt8], error: AppleVerificationError,
+    static func record(provider: EventProvider, body: [UInt8], error: AppleVerificationError,
                               now: Timestamp, on db: DatabaseConnection) throws -> UInt64? {
         let hash = SHA256.hexHash(body)
         let detail = error.detail.map { String($0.prefix(255)) }
@@ -39,21 +39,23 @@ public enum AppleQuarantine {
 /// *current* configuration; one that now verifies is ingested like a fresh delivery, inside
 /// the retry's transaction (`.applied`, or `.duplicate` when the inbox already had it); one
 /// that still fails gives its new reason.
-public enum AppleQuarantineReplay {
+enum AppleQuarantineReplay {
     /// One quarantined body, verified and ingested exactly as the webhook would with the
-    /// process's services (verifier, catalog, id pattern, binding policy), inside the
-    /// caller's open transaction (`AppleIngestion.record`), without touching its quarantine row.
-    public static func replay(_ quarantined: QuarantinedDelivery, services: BillingServices, now: Timestamp,
-                              on db: DatabaseConnection) throws(DatabaseError) -> QuarantineReplay {
-        guard let verifier = services.appleVerifier else { return QuarantineReplay(.stillFailing(reason: "not_configured")) }
+    /// process's settings (verifier — nil when not configured —, catalog, id pattern, binding
+    /// policy), inside the caller's open transaction (`AppleIngestion.record`), without
+    /// touching its quarantine row.
+    static func replay(_ quarantined: QuarantinedDelivery, verifier: AppleSignedDataVerifier?, catalog: AppleDelivery.Catalog,
+                       idPattern: UserIdPattern, policy: BillingConfiguration.Binding.Policy, now: Timestamp,
+                       on db: DatabaseConnection) throws(DatabaseError) -> QuarantineReplay {
+        guard let verifier else { return QuarantineReplay(.stillFailing(reason: "not_configured")) }
         let delivery: AppleDelivery
         do {
-            delivery = try AppleWebhook.decode(body: quarantined.payload, verifier: verifier, catalog: services.configuration.products,
-                                               idPattern: services.idPattern, now: now)
+            delivery = try AppleWebhook.decode(body: quarantined.payload, verifier: verifier, catalog: catalog,
+                                               idPattern: idPattern, now: now)
         } catch {
             return QuarantineReplay(.stillFailing(reason: (error as? AppleVerificationError)?.reason.rawValue ?? "malformed"))
         }
-        let pending = try AppleIngestion.record(delivery, policy: services.configuration.binding.policy, now: now, on: db)
+        let pending = try AppleIngestion.record(delivery, policy: policy, now: now, on: db)
         if !pending.outcome.duplicate, let eventId = pending.outcome.eventId {
             return QuarantineReplay(.applied(eventId: eventId), ingestion: pending)
         }

@@ -16,20 +16,20 @@ import COpenSSL
 /// The same rules as Apple's `SignedDataVerifier` with online checks off (the test suite
 /// asserts it on a corpus), with one deliberate difference: the third `x5c` entry must be a
 /// readable certificate too (Apple's library ignores it).
-public struct AppleSignedDataVerifier: Sendable {
+struct AppleSignedDataVerifier: Sendable {
     /// DER of each configured root.
-    public let rootCertificates: [[UInt8]]
-    public let bundleId: String
-    public let appAppleId: Int64?
+    let rootCertificates: [[UInt8]]
+    let bundleId: String
+    let appAppleId: Int64?
     /// Accepted `environment` values, as Apple spells them (`Production`, `Sandbox`).
-    public let environments: [String]
+    let environments: [String]
 
     static let intermediateOID = "1.2.840.113635.100.6.2.1"
     static let leafOID = "1.2.840.113635.100.6.11.1"
     /// A notification with both nested JWS is ~20 KB; far more is not App Store data.
     static let maxBytes = 256 * 1024
 
-    public init(rootCertificates: [[UInt8]], bundleId: String, appAppleId: Int64?, environments: [String]) {
+    init(rootCertificates: [[UInt8]], bundleId: String, appAppleId: Int64?, environments: [String]) {
         self.rootCertificates = rootCertificates
         self.bundleId = bundleId
         self.appAppleId = appAppleId
@@ -38,7 +38,7 @@ public struct AppleSignedDataVerifier: Sendable {
 
     /// The verifier `apple.*` describes; nil when App Store is not configured (no root or no
     /// bundle id: the routes answer 501). An unreadable root file is a start-up error.
-    public static func load(_ apple: BillingConfiguration.Apple) throws(ConfigurationError) -> AppleSignedDataVerifier? {
+    static func load(_ apple: BillingConfiguration.Apple) throws(ConfigurationError) -> AppleSignedDataVerifier? {
         guard let bundleId = apple.bundleId, !bundleId.isEmpty, !apple.trustedRootsFiles.isEmpty else { return nil }
         var roots: [[UInt8]] = []
         for path in apple.trustedRootsFiles {
@@ -67,7 +67,7 @@ public struct AppleSignedDataVerifier: Sendable {
     static func signedData(_ body: JSON, field: String) throws -> String {
         let jws = try PayloadReader(body, path: "").requiredString(field, maxLength: .max)
         guard jws.utf8.count <= maxBytes else {
-            throw APIError.payloadTooLarge("\(field) is longer than \(maxBytes) bytes", code: "payload_too_large")
+            throw PayloadError(field, "longer than \(maxBytes) bytes", tooLarge: true)
         }
         return jws
     }
@@ -75,7 +75,7 @@ public struct AppleSignedDataVerifier: Sendable {
     // MARK: typed entry points
 
     /// A StoreKit 2 transaction (`JWSTransaction`): signature, then `bundleId` and `environment`.
-    public func verifyTransaction(_ jws: String, now: Timestamp) throws(AppleVerificationError) -> JSON {
+    func verifyTransaction(_ jws: String, now: Timestamp) throws(AppleVerificationError) -> JSON {
         let payload = try verifySignedData(jws, now: now)
         guard payload["bundleId"]?.stringValue == bundleId else { throw AppleVerificationError(.bundleMismatch) }
         try checkEnvironment(payload["environment"])
@@ -83,7 +83,7 @@ public struct AppleSignedDataVerifier: Sendable {
     }
 
     /// Renewal info (`JWSRenewalInfo`): signature, then `environment` (it carries no bundle id).
-    public func verifyRenewalInfo(_ jws: String, now: Timestamp) throws(AppleVerificationError) -> JSON {
+    func verifyRenewalInfo(_ jws: String, now: Timestamp) throws(AppleVerificationError) -> JSON {
         let payload = try verifySignedData(jws, now: now)
         try checkEnvironment(payload["environment"])
         return payload
@@ -91,7 +91,7 @@ public struct AppleSignedDataVerifier: Sendable {
 
     /// A notification's `signedPayload`: signature, then the app identity and environment in
     /// `data` (or `summary` / `appData`, which carry the same fields).
-    public func verifyNotification(_ jws: String, now: Timestamp) throws(AppleVerificationError) -> JSON {
+    func verifyNotification(_ jws: String, now: Timestamp) throws(AppleVerificationError) -> JSON {
         let payload = try verifySignedData(jws, now: now)
         guard let section = ["data", "summary", "appData"].lazy.compactMap({ payload[$0]?.objectValue }).first else {
             throw AppleVerificationError(.bundleMismatch, "no data section")
@@ -116,7 +116,7 @@ public struct AppleSignedDataVerifier: Sendable {
     /// `jws` split and decoded, not verified: three non-empty base64url segments whose header
     /// and payload are JSON objects, at most `maxBytes`; else `.malformed`. What is not even
     /// this can never be App Store data, whatever the trust settings.
-    public static func compactJWS(_ jws: String) throws(AppleVerificationError) -> CompactJWS {
+    static func compactJWS(_ jws: String) throws(AppleVerificationError) -> CompactJWS {
         do { return try CompactJWS.parse(jws, maxBytes: maxBytes) } catch {
             throw AppleVerificationError(.malformed, error.reason)
         }
@@ -124,7 +124,7 @@ public struct AppleSignedDataVerifier: Sendable {
 
     /// Verifies the JWS's chain and signature and returns its payload (an object).
     /// `now` is the verification time only when the payload has no `signedDate`.
-    public func verifySignedData(_ jws: String, now: Timestamp) throws(AppleVerificationError) -> JSON {
+    func verifySignedData(_ jws: String, now: Timestamp) throws(AppleVerificationError) -> JSON {
         guard !rootCertificates.isEmpty else { throw AppleVerificationError(.notConfigured) }
         let parsed = try Self.compactJWS(jws)
         guard let x5c = parsed.header["x5c"]?.arrayValue, !x5c.isEmpty else {

@@ -1,28 +1,28 @@
 /// The fields FCGIBilling reads from a verified `JWSTransaction` payload.
-public struct AppleTransactionInfo: Sendable, Equatable {
-    public var transactionId: String
+struct AppleTransactionInfo: Sendable, Equatable {
+    var transactionId: String
     /// Identifies the subscription from first purchase to end: the binding key.
-    public var originalTransactionId: String
-    public var productId: String
-    public var environment: StoreEnvironment
-    public var purchaseDate: Timestamp?
-    public var expiresDate: Timestamp?
-    public var revocationDate: Timestamp?
-    public var revocationReason: Int64?
+    var originalTransactionId: String
+    var productId: String
+    var environment: StoreEnvironment
+    var purchaseDate: Timestamp?
+    var expiresDate: Timestamp?
+    var revocationDate: Timestamp?
+    var revocationReason: Int64?
     /// 1 introductory, 2 promotional, 3 offer code, 4 win-back.
-    public var offerType: Int64?
-    public var offerDiscountType: String?
+    var offerType: Int64?
+    var offerDiscountType: String?
     /// Apple's `price`: already milli-units of `currency`.
-    public var priceMilli: Int64?
-    public var currency: String?
+    var priceMilli: Int64?
+    var currency: String?
     /// The app's own account UUID for the buyer (lowercased), when it set one.
-    public var appAccountToken: String?
+    var appAccountToken: String?
     /// `PURCHASED` or `FAMILY_SHARED` (a family member's access through Family Sharing).
-    public var inAppOwnershipType: String?
-    public var signedDate: Timestamp?
+    var inAppOwnershipType: String?
+    var signedDate: Timestamp?
 
     /// Expiry = min(expiresDate, revocationDate).
-    public var effectiveExpiry: Timestamp? {
+    var effectiveExpiry: Timestamp? {
         switch (expiresDate, revocationDate) {
         case let (e?, r?): return min(e, r)
         case let (e, r): return e ?? r
@@ -30,13 +30,13 @@ public struct AppleTransactionInfo: Sendable, Equatable {
     }
 
     /// Revoked without a refund: a Family Sharing member's access withdrawn (App Store REVOKE).
-    public var isFamilyShared: Bool { inAppOwnershipType == "FAMILY_SHARED" }
+    var isFamilyShared: Bool { inAppOwnershipType == "FAMILY_SHARED" }
 
     /// An introductory offer with a free-trial discount.
-    public var isFreeTrial: Bool { offerType == 1 && offerDiscountType == "FREE_TRIAL" }
+    var isFreeTrial: Bool { offerType == 1 && offerDiscountType == "FREE_TRIAL" }
 
     /// Offer period as the inbox stores it.
-    public var periodType: String {
+    var periodType: String {
         switch offerType {
         case 1?: return isFreeTrial ? "TRIAL" : "INTRO"
         case 2?, 3?, 4?: return "PROMOTIONAL"
@@ -44,7 +44,7 @@ public struct AppleTransactionInfo: Sendable, Equatable {
         }
     }
 
-    public static func decode(_ payload: JSON, path: String = "transaction") throws(PayloadError) -> AppleTransactionInfo {
+    static func decode(_ payload: JSON, path: String = "transaction") throws(PayloadError) -> AppleTransactionInfo {
         let r = try PayloadReader(payload, path: path)
         let environment: StoreEnvironment = try r.string("environment", maxLength: 32) == "Production" ? .production : .sandbox
         var currency = try r.string("currency", maxLength: 8)?.uppercased()
@@ -73,16 +73,16 @@ public struct AppleTransactionInfo: Sendable, Equatable {
 }
 
 /// The fields FCGIBilling reads from a verified `JWSRenewalInfo` payload.
-public struct AppleRenewalInfo: Sendable, Equatable {
-    public var willRenew: Bool?
-    public var autoRenewProductId: String?
-    public var gracePeriodExpiresDate: Timestamp?
-    public var isInBillingRetryPeriod: Bool
+struct AppleRenewalInfo: Sendable, Equatable {
+    var willRenew: Bool?
+    var autoRenewProductId: String?
+    var gracePeriodExpiresDate: Timestamp?
+    var isInBillingRetryPeriod: Bool
     /// Why the subscription expired (1 voluntary, 2 billing error, 3 price increase
     /// declined, 4 product unavailable, 5 other); absent while it has not.
-    public var expirationIntent: Int?
+    var expirationIntent: Int?
 
-    public static func decode(_ payload: JSON) throws(PayloadError) -> AppleRenewalInfo {
+    static func decode(_ payload: JSON) throws(PayloadError) -> AppleRenewalInfo {
         let r = try PayloadReader(payload, path: "renewalInfo")
         return AppleRenewalInfo(
             willRenew: r.value("autoRenewStatus")?.int64Value.map { $0 == 1 },

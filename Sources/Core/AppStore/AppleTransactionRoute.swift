@@ -6,24 +6,27 @@
 /// subscription (`AppleBinding.bind`: same user → idempotent; another owner → 409 under
 /// `deny`, or a move under `restore_moves` with `restore: true`), record the transaction in
 /// the inbox (keyed by `transactionId`) and answer the caller's fresh access snapshot.
-public enum AppleTransactionRoute {
-    public static func handle(_ request: HTTPRequest, _ context: RequestContext) throws -> HTTPResponse {
-        guard let verifier = context.services.appleVerifier else {
+enum AppleTransactionRoute {
+    /// What the route needs of its request context.
+    protocol Context: AppStoreRouteContext, AuthenticatedRequestContext {}
+
+    static func handle(_ request: HTTPRequest, _ context: some Context) throws -> HTTPResponse {
+        guard let verifier = context.appleVerifier else {
             throw APIError.notConfigured("App Store transactions are not configured (apple.trustedRootsFiles, apple.bundleId)")
         }
         let userId = try context.authenticatedUser(request)
         let db = try context.requireDatabase()
         let now = context.clock.now()
-        let configuration = context.services.configuration
+        let policy = context.bindingPolicy
 
-        let body = try request.jsonBody(limits: JSONLimits(maxBytes: configuration.server.maxBodyBytes, maxDepth: 8))
+        let body = try request.jsonBody(limits: JSONLimits(maxBytes: context.maxBodyBytes, maxDepth: 8))
         let jws = try AppleSignedDataVerifier.signedData(body, field: "signedTransaction")
         let restore = try PayloadReader(body, path: "").bool("restore") ?? false
 
         let delivery: AppleDelivery
         do {
-            delivery = try AppleDelivery.postedTransaction(jws, verifier: verifier, catalog: configuration.products,
-                                                           idPattern: context.services.idPattern, now: now)
+            delivery = try AppleDelivery.postedTransaction(jws, verifier: verifier, catalog: context.catalog.products,
+                                                           idPattern: context.idPattern, now: now)
         } catch let error as AppleVerificationError {
             context.logger.warning("transaction refused", ["apple.reason": .string(error.reason.rawValue)])
             throw APIError.unprocessable("the signed transaction was refused: \(error.reason.rawValue)", code: error.reason.rawValue)
@@ -36,16 +39,14 @@ public enum AppleTransactionRoute {
 
         try UserDirectory.ensureKnown(userId, source: .token, createdAt: now, now: now, on: db)
         let decision = try AppleBinding.bind(subscriptionId: transaction.originalTransactionId, userId: userId, restore: restore,
-                                             policy: configuration.binding.policy, transactionId: transaction.transactionId,
+                                             policy: policy, transactionId: transaction.transactionId,
                                              environment: transaction.environment, now: now, on: db)
         if case .denied = decision {
-            context.logger.info("binding denied", ["binding.policy": .string(configuration.binding.policy.rawValue), "binding.restore": .bool(restore)])
+            context.logger.info("binding denied", ["binding.policy": .string(policy.rawValue), "binding.restore": .bool(restore)])
             throw APIError.conflict("this App Store subscription belongs to another account", code: "subscription_bound_elsewhere")
         }
-        let outcome = try AppleIngestion.ingest(delivery, policy: configuration.binding.policy, now: now, on: db)
-        let catalog = configuration.products
-        guard let snapshot = try AccessSnapshot.load(userId: userId, now: now,
-                                                     cadence: { catalog[$0]?.cadence ?? Cadence.inferred(fromProductId: $0) }, on: db) else {
+        let outcome = try AppleIngestion.ingest(delivery, policy: policy, now: now, on: db)
+        guard let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: context.catalog.cadence(of:), on: db) else {
             throw APIError.unavailable()
         }
         var json = snapshot.json

@@ -1,8 +1,8 @@
 /// Why App Store signed data (a StoreKit 2 transaction, renewal info or a notification's
 /// `signedPayload`) was refused. `reason` is a stable machine-readable code: answered to the
 /// caller, written to `billing_quarantine.reason`, never carrying payload content.
-public struct AppleVerificationError: Error, Sendable, Equatable, CustomStringConvertible {
-    public enum Reason: String, Sendable, CaseIterable {
+struct AppleVerificationError: Error, Sendable, Equatable, CustomStringConvertible {
+    enum Reason: String, Sendable, CaseIterable {
         /// Not three base64url segments, or header/payload not JSON objects.
         case malformed = "malformed_jws"
         /// `alg` is not exactly ES256 (none, HS256, ES384, RS256, missing, ...).
@@ -26,16 +26,16 @@ public struct AppleVerificationError: Error, Sendable, Equatable, CustomStringCo
         case notConfigured = "not_configured"
     }
 
-    public let reason: Reason
+    let reason: Reason
     /// Short server-written explanation (e.g. OpenSSL's verify error string); never payload text.
-    public let detail: String?
+    let detail: String?
 
-    public init(_ reason: Reason, _ detail: String? = nil) {
+    init(_ reason: Reason, _ detail: String? = nil) {
         self.reason = reason
         self.detail = detail
     }
 
-    public var description: String {
+    var description: String {
         "App Store signed data refused: \(reason.rawValue)" + (detail.map { " (\($0))" } ?? "")
     }
 }

@@ -13,14 +13,13 @@
 ///   bodies would let anyone fill the bounded quarantine, and no trust fix can make one verify.
 /// - a well-formed JWS that fails verification (chain, signature, bundle, environment, ...):
 ///   422 with the reason, and quarantined for a re-run after a trust fix.
-public enum AppleWebhook {
-    public static func handle(_ request: HTTPRequest, _ context: RequestContext) throws -> HTTPResponse {
-        guard let verifier = context.services.appleVerifier else {
+enum AppleWebhook {
+    static func handle(_ request: HTTPRequest, _ context: some AppStoreRouteContext) throws -> HTTPResponse {
+        guard let verifier = context.appleVerifier else {
             throw APIError.notConfigured("App Store notifications are not configured (apple.trustedRootsFiles, apple.bundleId)")
         }
         let db = try context.requireDatabase()
         let now = context.clock.now()
-        let configuration = context.services.configuration
         let signedPayload: String
         do {
             signedPayload = try self.signedPayload(body: request.body)
@@ -29,16 +28,16 @@ public enum AppleWebhook {
         }
         let delivery: AppleDelivery
         do {
-            delivery = try AppleDelivery.notification(signedPayload: signedPayload, verifier: verifier, catalog: configuration.products,
-                                                      idPattern: context.services.idPattern, now: now)
+            delivery = try AppleDelivery.notification(signedPayload: signedPayload, verifier: verifier, catalog: context.catalog.products,
+                                                      idPattern: context.idPattern, now: now)
         } catch {
             let quarantined = try AppleQuarantine.record(provider: .appleNotification, body: request.body,
                                                          error: verificationError(error), now: now, on: db)
             throw refused(error, quarantined: quarantined, context)
         }
-        let outcome = try AppleIngestion.ingest(delivery, policy: configuration.binding.policy, now: now, on: db)
+        let outcome = try AppleIngestion.ingest(delivery, policy: context.bindingPolicy, now: now, on: db)
         let result = EventIngestion.metricsOutcome(outcome)
-        BillingMetrics.shared.webhook(.apple, result)
+        context.metrics.webhook(.apple, result)
         context.outcome = result.rawValue
         context.logger.info("webhook ingested", [
             "webhook.provider": "apple", "event.type": .string(delivery.event.rawType),
@@ -49,8 +48,8 @@ public enum AppleWebhook {
     }
 
     /// Body → verified delivery. Throws `AppleVerificationError`, `PayloadError`, `JSONError`
-    /// or `APIError` (413 for a signed payload over the App Store bound).
-    public static func decode(body: [UInt8], verifier: AppleSignedDataVerifier, catalog: AppleDelivery.Catalog,
+    /// (413 for a signed payload over the App Store bound).
+    static func decode(body: [UInt8], verifier: AppleSignedDataVerifier, catalog: AppleDelivery.Catalog,
                               idPattern: UserIdPattern, now: Timestamp) throws -> AppleDelivery {
         try AppleDelivery.notification(signedPayload: try signedPayload(body: body), verifier: verifier, catalog: catalog,
                                        idPattern: idPattern, now: now)
@@ -58,9 +57,9 @@ public enum AppleWebhook {
 
     /// The `signedPayload` of a body shaped like a notification: a JSON object whose
     /// `signedPayload` is a non-empty string (else `JSONError`/`PayloadError`, 400) of at most
-    /// the App Store bound (else `APIError`, 413) holding a compact JWS (else
+    /// the App Store bound (else `PayloadError`, 413) holding a compact JWS (else
     /// `AppleVerificationError(.malformed)`, 422). Nothing is verified yet.
-    public static func signedPayload(body: [UInt8]) throws -> String {
+    static func signedPayload(body: [UInt8]) throws -> String {
         let json = try JSON.parse(body, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 8))
         let signedPayload = try AppleSignedDataVerifier.signedData(json, field: "signedPayload")
         _ = try AppleSignedDataVerifier.compactJWS(signedPayload)
@@ -70,17 +69,17 @@ public enum AppleWebhook {
     /// What a refused delivery is recorded as: its verification error, or `malformed_jws`
     /// with the payload error's message (a verified notification missing a required field).
     private static func verificationError(_ error: any Error) -> AppleVerificationError {
-        (error as? AppleVerificationError) ?? AppleVerificationError(.malformed, (error as? APIError)?.message ?? "not a notification payload")
+        (error as? AppleVerificationError) ?? AppleVerificationError(.malformed, "not a notification payload")
     }
 
     /// Logs and counts a refusal (`quarantined`: its quarantine row, nil when none was
     /// written) and returns the error to answer: 422 with the reason for a verification
     /// error, else the error itself (400, 413).
-    private static func refused(_ error: any Error, quarantined: UInt64?, _ context: RequestContext) -> any Error {
+    private static func refused(_ error: any Error, quarantined: UInt64?, _ context: some AppStoreRouteContext) -> any Error {
         let reason = verificationError(error).reason
         context.logger.warning("webhook refused", ["webhook.provider": "apple", "webhook.reason": .string(reason.rawValue),
                                                    "quarantine.id": quarantined.map { .int(Int64($0)) } ?? .null])
-        BillingMetrics.shared.webhook(.apple, quarantined == nil ? .rejected : .quarantined)
+        context.metrics.webhook(.apple, quarantined == nil ? .rejected : .quarantined)
         context.outcome = quarantined == nil ? "rejected" : "quarantined"
         if error is AppleVerificationError {
             return APIError.unprocessable("the signed payload was refused: \(reason.rawValue)", code: reason.rawValue)

@@ -1,20 +1,20 @@
 /// A JWS in compact serialization (`header.payload.signature`, RFC 7515 §7.1), split and
 /// decoded but NOT verified: callers verify `signature` over `signingInput` with the key
 /// the header selects. Used by ID tokens and (later) App Store signed data.
-public struct CompactJWS: Sendable {
-    public let header: JSONObject
-    public let payload: JSON
-    public let signature: [UInt8]
+struct CompactJWS: Sendable {
+    let header: JSONObject
+    let payload: JSON
+    let signature: [UInt8]
     /// ASCII `base64url(header) "." base64url(payload)`, exactly as received.
-    public let signingInput: [UInt8]
+    let signingInput: [UInt8]
 
-    public struct Error: Swift.Error, Sendable, Equatable, CustomStringConvertible {
-        public let reason: String
-        public var description: String { reason }
+    struct Error: Swift.Error, Sendable, Equatable, CustomStringConvertible {
+        let reason: String
+        var description: String { reason }
     }
 
     /// - Parameter maxBytes: tokens longer than this are refused before any decoding.
-    public static func parse(_ token: some StringProtocol, maxBytes: Int = 16_384) throws(CompactJWS.Error) -> CompactJWS {
+    static func parse(_ token: some StringProtocol, maxBytes: Int = 16_384) throws(CompactJWS.Error) -> CompactJWS {
         let bytes = Array(token.utf8)
         guard bytes.count <= maxBytes else { throw Error(reason: "token longer than \(maxBytes) bytes") }
         let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
@@ -40,11 +40,11 @@ public struct CompactJWS: Sendable {
     }
 
     /// `alg` of the header, if it is a string.
-    public var algorithm: String? { header["alg"]?.stringValue }
+    var algorithm: String? { header["alg"]?.stringValue }
 
     /// Signs `payload` with `key` as a compact JWS. `alg` is RS256 or ES256 (the raw `r‖s`
     /// signature JOSE requires). For development tokens and tests; production only verifies.
-    public static func sign(payload: JSON, header extra: JSONObject = [:], key: PrivateKey, algorithm: String) throws(CryptoError) -> String {
+    static func sign(payload: JSON, header extra: JSONObject = [:], key: PrivateKey, algorithm: String) throws(CryptoError) -> String {
         var header: JSONObject = ["alg": .string(algorithm), "typ": "JWT"]
         for (name, value) in extra { header[name] = value }
         let input = Base64URL.encode(JSON.object(header).serialized()) + "." + Base64URL.encode(payload.serialized())

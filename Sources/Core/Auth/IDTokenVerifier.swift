@@ -1,7 +1,7 @@
 /// Why a bearer token was refused. Every reason answers 401; `reason` is a stable code for
 /// logs and the error message, never token content.
-public struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
-    public enum Reason: String, Sendable {
+struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
+    enum Reason: String, Sendable {
         case missing = "missing_token"
         case malformed = "malformed_token"
         case unsupportedAlgorithm = "unsupported_algorithm"
@@ -14,10 +14,10 @@ public struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case invalidSubject = "invalid_subject"
     }
 
-    public let reason: Reason
-    public init(_ reason: Reason) { self.reason = reason }
+    let reason: Reason
+    init(_ reason: Reason) { self.reason = reason }
 
-    public var description: String {
+    var description: String {
         switch reason {
         case .missing: return "an Authorization: Bearer ID token is required"
         case .malformed: return "the ID token is malformed"
@@ -34,21 +34,21 @@ public struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// The claims FCGIBilling uses from a verified token.
-public struct VerifiedIDToken: Sendable, Equatable {
-    public let subject: String
-    public let issuer: String
-    public let expiresAt: Timestamp
+struct VerifiedIDToken: Sendable, Equatable {
+    let subject: String
+    let issuer: String
+    let expiresAt: Timestamp
 }
 
 /// Verifies app ID tokens (SPEC §3): RS256 or ES256 only, the key chosen by `kid` and of the
 /// algorithm's own type (an RSA key never verifies an ES256 token, nor the reverse; HS* and
 /// `none` are refused before any key is looked at); `iss`, `aud`, `exp`, `nbf`, `iat`
 /// checked with `leewaySeconds`; `sub` a non-empty id of at most 128 bytes.
-public struct IDTokenVerifier: Sendable {
-    public let keys: TokenKeySet
-    public let issuer: String
-    public let audience: String
-    public let leewaySeconds: Int64
+struct IDTokenVerifier: Sendable {
+    let keys: TokenKeySet
+    let issuer: String
+    let audience: String
+    let leewaySeconds: Int64
 
     /// Tokens whose signature already verified in this process (by digest), so a client
     /// presenting the same token again costs a hash instead of an RSA or ECDSA verification.
@@ -57,7 +57,7 @@ public struct IDTokenVerifier: Sendable {
     let verified: BoundedCache<TokenDigest, SignedClaims>?
 
     /// `cachedTokens`: verified tokens remembered per generation (0: verify every time).
-    public init(keys: TokenKeySet, issuer: String, audience: String, leewaySeconds: Int, cachedTokens: Int = 0) {
+    init(keys: TokenKeySet, issuer: String, audience: String, leewaySeconds: Int, cachedTokens: Int = 0) {
         self.keys = keys
         self.issuer = issuer
         self.audience = audience
@@ -68,7 +68,7 @@ public struct IDTokenVerifier: Sendable {
     /// 9999-12-31T23:59:59Z: the largest `exp`, `nbf` or `iat` accepted.
     static let maxNumericDate: Int64 = 253_402_300_799
 
-    public func verify(_ token: some StringProtocol, now: Timestamp) throws(AuthError) -> VerifiedIDToken {
+    func verify(_ token: some StringProtocol, now: Timestamp) throws(AuthError) -> VerifiedIDToken {
         guard let verified else { return try signedClaims(token).validated(at: now, leewaySeconds: leewaySeconds) }
         let digest = TokenDigest(token)
         let claims: SignedClaims

@@ -1,12 +1,12 @@
 /// The keys that may sign app ID tokens, by `kid`, from `auth.keysFile`: either a JWKS
 /// (`{"keys": [{kid, kty, n, e | crv, x, y}]}`) or a `{kid: PEM certificate}` map, the form
 /// Google publishes for Firebase ID tokens.
-public struct TokenKeySet: Sendable {
-    public let keys: [String: PublicKey]
+struct TokenKeySet: Sendable {
+    let keys: [String: PublicKey]
 
-    public init(keys: [String: PublicKey]) { self.keys = keys }
+    init(keys: [String: PublicKey]) { self.keys = keys }
 
-    public static func load(path: String) throws(ConfigurationError) -> TokenKeySet {
+    static func load(path: String) throws(ConfigurationError) -> TokenKeySet {
         let document: JSON
         do {
             document = try JSON.parse(try FileIO.read(path, maxBytes: 1 << 20))
@@ -22,7 +22,7 @@ public struct TokenKeySet: Sendable {
         }
     }
 
-    public static func parse(_ document: JSON) throws(ConfigurationError) -> TokenKeySet {
+    static func parse(_ document: JSON) throws(ConfigurationError) -> TokenKeySet {
         guard case .object(let object) = document else { throw ConfigurationError("expected a JSON object") }
         var keys: [String: PublicKey] = [:]
         var problems: [String] = []

@@ -7,7 +7,7 @@ extension BillingConfiguration {
     /// `database.passwordFile`, `revenuecat.webhookSecretFile` and
     /// `revenuecat.previousWebhookSecretFile` name a file whose content (without the trailing
     /// newline) is the value.
-    public static func load(path: String?, environment: [String: String]) throws(ConfigurationError) -> BillingConfiguration {
+    static func load(path: String?, environment: [String: String]) throws(ConfigurationError) -> BillingConfiguration {
         var root = JSONObject()
         if let path {
             let bytes: [UInt8]
@@ -35,7 +35,7 @@ extension BillingConfiguration {
     }
 
     /// Decodes and validates a configuration document.
-    public init(json: JSON) throws(ConfigurationError) {
+    init(json: JSON) throws(ConfigurationError) {
         self.init()
         var reader = ConfigReader(json, path: "")
         reader.section("database") { r in

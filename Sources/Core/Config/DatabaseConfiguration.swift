@@ -1,20 +1,20 @@
 /// Where and how to reach MariaDB (config keys `database.*`).
-public struct DatabaseConfiguration: Sendable, Equatable {
+struct DatabaseConfiguration: Sendable, Equatable {
     /// TCP host; ignored when `socket` is set.
-    public var host: String
-    public var port: Int
+    var host: String
+    var port: Int
     /// Unix socket path; preferred over TCP when set.
-    public var socket: String?
-    public var user: String
-    public var password: String
-    public var name: String
-    public var connectTimeoutSeconds: Int
-    public var readTimeoutSeconds: Int
-    public var writeTimeoutSeconds: Int
+    var socket: String?
+    var user: String
+    var password: String
+    var name: String
+    var connectTimeoutSeconds: Int
+    var readTimeoutSeconds: Int
+    var writeTimeoutSeconds: Int
     /// Seconds InnoDB waits for a row lock before error 1205 (session `innodb_lock_wait_timeout`).
-    public var lockWaitTimeoutSeconds: Int
+    var lockWaitTimeoutSeconds: Int
 
-    public init(host: String = "127.0.0.1", port: Int = 3306, socket: String? = nil, user: String = "billing",
+    init(host: String = "127.0.0.1", port: Int = 3306, socket: String? = nil, user: String = "billing",
                 password: String = "", name: String = "billing", connectTimeoutSeconds: Int = 2,
                 readTimeoutSeconds: Int = 10, writeTimeoutSeconds: Int = 10, lockWaitTimeoutSeconds: Int = 5) {
         self.host = host

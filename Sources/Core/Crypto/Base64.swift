@@ -4,23 +4,23 @@ import COpenSSL
 /// Encoding and decoding are OpenSSL's `EVP_EncodeBlock`/`EVP_DecodeBlock`; Swift only checks
 /// the alphabet first, because `EVP_DecodeBlock` reads `=` as a zero digit anywhere and
 /// reports the padding as decoded bytes.
-public enum Base64 {
+enum Base64 {
     /// Padded standard base64.
-    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+    static func encode(_ bytes: some Collection<UInt8>) -> String {
         Base64Codec.encode(bytes)
     }
 
     /// Accepts padded or unpadded input in the standard alphabet; rejects whitespace, the
     /// URL-safe alphabet, misplaced `=` and impossible lengths.
-    public static func decode(_ text: String) throws(CryptoError) -> [UInt8] {
+    static func decode(_ text: String) throws(CryptoError) -> [UInt8] {
         try Base64Codec.decode(Array(text.utf8), urlSafe: false, operation: "base64 decode")
     }
 }
 
 /// base64url without padding (RFC 4648 §5, `-_`), as JOSE (JWS, JWT) uses it.
-public enum Base64URL {
+enum Base64URL {
     /// Unpadded base64url.
-    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+    static func encode(_ bytes: some Collection<UInt8>) -> String {
         var out = Array(Base64Codec.encode(bytes).utf8)
         while out.last == UInt8(ascii: "=") { out.removeLast() }
         for index in out.indices {
@@ -32,11 +32,11 @@ public enum Base64URL {
 
     /// Accepts missing (or correct) padding; rejects `+`, `/`, whitespace and anything else
     /// outside the URL-safe alphabet.
-    public static func decode(_ text: String) throws(CryptoError) -> [UInt8] {
+    static func decode(_ text: String) throws(CryptoError) -> [UInt8] {
         try Base64Codec.decode(Array(text.utf8), urlSafe: true, operation: "base64url decode")
     }
 
-    public static func decode(_ bytes: some Collection<UInt8>) throws(CryptoError) -> [UInt8] {
+    static func decode(_ bytes: some Collection<UInt8>) throws(CryptoError) -> [UInt8] {
         try Base64Codec.decode(Array(bytes), urlSafe: true, operation: "base64url decode")
     }
 }

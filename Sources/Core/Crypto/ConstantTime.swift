@@ -7,7 +7,7 @@ import COpenSSL
 /// contents differ, and a length mismatch is decided by the same comparison rather than by
 /// a shortcut. Use it for secrets supplied by a caller (webhook `Authorization` headers,
 /// compared whole).
-public func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     let left = SHA256.hash(a)
     let right = SHA256.hash(b)
     let differs = left.withUnsafeBytes { l in
@@ -18,6 +18,6 @@ public func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
 }
 
 /// `constantTimeEquals` over the UTF-8 bytes of two strings.
-public func constantTimeEquals(_ a: String, _ b: String) -> Bool {
+func constantTimeEquals(_ a: String, _ b: String) -> Bool {
     constantTimeEquals(Array(a.utf8), Array(b.utf8))
 }

@@ -2,7 +2,7 @@ import COpenSSL
 
 /// A failure inside OpenSSL or a rejected encoding. `description` is generic and safe to
 /// show; `debugDescription` carries OpenSSL's drained error queue for logs.
-public struct CryptoError: Error, Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+struct CryptoError: Error, Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
     private enum Code: String, Sendable {
         case openSSL = "openssl"
         case invalidEncoding = "invalid_encoding"
@@ -10,9 +10,9 @@ public struct CryptoError: Error, Sendable, Equatable, CustomStringConvertible, 
 
     private let code: Code
     /// What was being attempted, e.g. "EVP_Digest" or "base64url decode".
-    public let operation: String
+    let operation: String
     /// OpenSSL's error strings (oldest first), or the reason an encoding was rejected.
-    public let details: [String]
+    let details: [String]
 
     private init(code: Code, operation: String, details: [String]) {
         self.code = code
@@ -22,25 +22,25 @@ public struct CryptoError: Error, Sendable, Equatable, CustomStringConvertible, 
 
     /// An OpenSSL call failed: drains (and so clears) this thread's OpenSSL error queue, so a
     /// stale entry never surfaces in an unrelated later failure.
-    public static func openSSL(_ operation: String) -> CryptoError {
+    static func openSSL(_ operation: String) -> CryptoError {
         CryptoError(code: .openSSL, operation: operation, details: drainOpenSSLErrors())
     }
 
     /// Input that is not valid in the expected encoding (base64, hex, ...).
-    public static func invalidEncoding(_ operation: String, _ reason: String) -> CryptoError {
+    static func invalidEncoding(_ operation: String, _ reason: String) -> CryptoError {
         CryptoError(code: .invalidEncoding, operation: operation, details: [reason])
     }
 
-    public var isInvalidEncoding: Bool { code == .invalidEncoding }
+    var isInvalidEncoding: Bool { code == .invalidEncoding }
 
-    public var description: String {
+    var description: String {
         switch code {
         case .openSSL: return "cryptographic operation failed"
         case .invalidEncoding: return "invalid encoding"
         }
     }
 
-    public var debugDescription: String {
+    var debugDescription: String {
         "\(code.rawValue) in \(operation): " + (details.isEmpty ? "no details" : details.joined(separator: "; "))
     }
 }

@@ -1,11 +1,11 @@
 import COpenSSL
 
 /// HMAC-SHA-256 through OpenSSL 3's one-shot `EVP_Q_mac`.
-public enum HMACSHA256 {
-    public static let byteCount = 32
+enum HMACSHA256 {
+    static let byteCount = 32
 
     /// The 32-byte authentication code of `message` under `key`.
-    public static func authenticationCode(key: some Collection<UInt8>, message: some Collection<UInt8>) throws(CryptoError) -> [UInt8] {
+    static func authenticationCode(key: some Collection<UInt8>, message: some Collection<UInt8>) throws(CryptoError) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: byteCount)
         var outLength = 0
         let result = withContiguousBytes(key) { keyBuffer in

@@ -1,8 +1,8 @@
 /// Lower-case hexadecimal, as digests and request ids are printed.
-public enum Hex {
+enum Hex {
     private static let digits = Array("0123456789abcdef".utf8)
 
-    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+    static func encode(_ bytes: some Sequence<UInt8>) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.underestimatedCount * 2)
         for byte in bytes {
@@ -13,7 +13,7 @@ public enum Hex {
     }
 
     /// Accepts upper or lower case; rejects odd lengths and non-hex characters.
-    public static func decode(_ text: String) throws(CryptoError) -> [UInt8] {
+    static func decode(_ text: String) throws(CryptoError) -> [UInt8] {
         let chars = Array(text.utf8)
         guard chars.count % 2 == 0 else { throw CryptoError.invalidEncoding("hex decode", "odd length") }
         func nibble(_ c: UInt8) -> UInt8? {

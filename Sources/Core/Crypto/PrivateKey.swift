@@ -2,33 +2,33 @@ import COpenSSL
 
 /// A private key for signing: the development token key and the keys tests generate.
 /// Production never signs tokens; it only verifies.
-public final class PrivateKey: @unchecked Sendable {
+final class PrivateKey: @unchecked Sendable {
     // Owned; freed in deinit; never mutated after init.
     let pkey: OpaquePointer
 
     private init(owning pkey: OpaquePointer) { self.pkey = pkey }
     deinit { EVP_PKEY_free(pkey) }
 
-    public static func generateRSA(bits: Int = 2048) throws(CryptoError) -> PrivateKey {
+    static func generateRSA(bits: Int = 2048) throws(CryptoError) -> PrivateKey {
         guard let key = copenssl_rsa_gen(UInt32(bits)) else { throw .openSSL("EVP_RSA_gen") }
         return PrivateKey(owning: key)
     }
 
     /// A key on `curve` (`prime256v1` = P-256, `secp384r1` = P-384).
-    public static func generateEC(curve: String = "prime256v1") throws(CryptoError) -> PrivateKey {
+    static func generateEC(curve: String = "prime256v1") throws(CryptoError) -> PrivateKey {
         guard let key = copenssl_ec_gen(curve) else { throw .openSSL("EVP_EC_gen") }
         return PrivateKey(owning: key)
     }
 
     /// A PEM private key (PKCS#8 or traditional).
-    public convenience init(pem: String) throws(CryptoError) {
+    convenience init(pem: String) throws(CryptoError) {
         guard let key = withMemoryBIO(Array(pem.utf8), { PEM_read_bio_PrivateKey($0, nil, nil, nil) }) else {
             throw .openSSL("PEM_read_bio_PrivateKey")
         }
         self.init(owning: key)
     }
 
-    public var publicKey: PublicKey {
+    var publicKey: PublicKey {
         get throws(CryptoError) { try PublicKey(pem: try writePEMForPublicKey()) }
     }
 
@@ -37,7 +37,7 @@ public final class PrivateKey: @unchecked Sendable {
     }
 
     /// PKCS#8 PEM.
-    public func pem() throws(CryptoError) -> String {
+    func pem() throws(CryptoError) -> String {
         try writePEM { PEM_write_bio_PrivateKey($0, pkey, nil, nil, 0, nil, nil) }
     }
 
@@ -54,7 +54,7 @@ public final class PrivateKey: @unchecked Sendable {
     }
 
     /// Signs SHA-256 of `message`: PKCS#1 v1.5 for RSA, DER `ECDSA-Sig-Value` for EC.
-    public func signSHA256(_ message: some Collection<UInt8>) throws(CryptoError) -> [UInt8] {
+    func signSHA256(_ message: some Collection<UInt8>) throws(CryptoError) -> [UInt8] {
         guard let ctx = EVP_MD_CTX_new() else { throw .openSSL("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(ctx) }
         guard EVP_DigestSignInit(ctx, nil, EVP_sha256(), nil, pkey) == 1 else { throw .openSSL("EVP_DigestSignInit") }
@@ -75,9 +75,9 @@ public final class PrivateKey: @unchecked Sendable {
 
 /// JOSE's ECDSA signatures are the raw `r‖s` of fixed width; OpenSSL signs and verifies the
 /// DER `ECDSA-Sig-Value`. These convert between the two (RFC 7518 §3.4).
-public enum ECDSASignature {
+enum ECDSASignature {
     /// Raw `r‖s` (each `width` bytes: 32 for P-256) → DER. Throws on a wrong length.
-    public static func derFromRaw(_ raw: [UInt8], width: Int = 32) throws(CryptoError) -> [UInt8] {
+    static func derFromRaw(_ raw: [UInt8], width: Int = 32) throws(CryptoError) -> [UInt8] {
         guard raw.count == 2 * width else { throw .invalidEncoding("ECDSA signature", "expected \(2 * width) bytes") }
         guard let sig = ECDSA_SIG_new() else { throw .openSSL("ECDSA_SIG_new") }
         defer { ECDSA_SIG_free(sig) }
@@ -95,7 +95,7 @@ public enum ECDSASignature {
     }
 
     /// DER → raw `r‖s`, each left-padded to `width` bytes.
-    public static func rawFromDER(_ der: [UInt8], width: Int = 32) throws(CryptoError) -> [UInt8] {
+    static func rawFromDER(_ der: [UInt8], width: Int = 32) throws(CryptoError) -> [UInt8] {
         let sig: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
             var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
             return d2i_ECDSA_SIG(nil, &cursor, buffer.count)
@@ -113,7 +113,7 @@ public enum ECDSASignature {
 
 extension PrivateKey {
     /// The public half as a PEM `PUBLIC KEY`.
-    public func publicKeyPEM() throws(CryptoError) -> String {
+    func publicKeyPEM() throws(CryptoError) -> String {
         try writePEMForPublicKey()
     }
 }

@@ -2,8 +2,8 @@ import COpenSSL
 
 /// A public key (RSA or EC) owned as an OpenSSL `EVP_PKEY`. Immutable once built; OpenSSL 3
 /// allows concurrent verification with one `EVP_PKEY`, so an instance is shared by threads.
-public final class PublicKey: @unchecked Sendable {
-    public enum Kind: Sendable, Equatable {
+final class PublicKey: @unchecked Sendable {
+    enum Kind: Sendable, Equatable {
         case rsa(bits: Int)
         /// The curve's OpenSSL name, e.g. `prime256v1` (P-256).
         case ec(curve: String)
@@ -11,7 +11,7 @@ public final class PublicKey: @unchecked Sendable {
 
     // Owned; freed in deinit; never mutated after init.
     let pkey: OpaquePointer
-    public let kind: Kind
+    let kind: Kind
 
     init(owning pkey: OpaquePointer) throws(CryptoError) {
         self.pkey = pkey
@@ -36,7 +36,7 @@ public final class PublicKey: @unchecked Sendable {
 
     /// The key of a PEM certificate (`-----BEGIN CERTIFICATE-----`), as Google publishes
     /// Firebase's token keys, or of a PEM public key (`-----BEGIN PUBLIC KEY-----`).
-    public convenience init(pem: String) throws(CryptoError) {
+    convenience init(pem: String) throws(CryptoError) {
         let bytes = Array(pem.utf8)
         let key: OpaquePointer? = withMemoryBIO(bytes) { bio in
             if pem.contains("BEGIN CERTIFICATE") {
@@ -51,7 +51,7 @@ public final class PublicKey: @unchecked Sendable {
     }
 
     /// The key of a DER certificate (as in a JWS `x5c` chain).
-    public convenience init(certificateDER der: [UInt8]) throws(CryptoError) {
+    convenience init(certificateDER der: [UInt8]) throws(CryptoError) {
         let key: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
             var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
             guard let cert = d2i_X509(nil, &cursor, buffer.count) else { return nil }
@@ -63,7 +63,7 @@ public final class PublicKey: @unchecked Sendable {
     }
 
     /// An RSA key from a JWK's `n` and `e` (big-endian magnitudes).
-    public convenience init(rsaModulus n: [UInt8], exponent e: [UInt8]) throws(CryptoError) {
+    convenience init(rsaModulus n: [UInt8], exponent e: [UInt8]) throws(CryptoError) {
         // OSSL_PARAM_BLD_push_BN keeps a pointer, not a copy: the BIGNUMs must outlive
         // OSSL_PARAM_BLD_to_param, which `fromData` calls after this closure returns.
         let bn = BN_bin2bn(n, Int32(n.count), nil)
@@ -78,7 +78,7 @@ public final class PublicKey: @unchecked Sendable {
     }
 
     /// An EC key on `curve` (OpenSSL name, `prime256v1` for P-256) from a JWK's `x` and `y`.
-    public convenience init(ecCurve curve: String, x: [UInt8], y: [UInt8]) throws(CryptoError) {
+    convenience init(ecCurve curve: String, x: [UInt8], y: [UInt8]) throws(CryptoError) {
         guard x.count == y.count, !x.isEmpty else { throw .invalidEncoding("EC JWK", "x and y differ in length") }
         let point: [UInt8] = [0x04] + x + y
         // The builder keeps pointers to the strings, not copies: both buffers stay pinned
@@ -116,7 +116,7 @@ public final class PublicKey: @unchecked Sendable {
     }
 
     /// Verifies `signature` (DER for ECDSA, PKCS#1 v1.5 for RSA) over SHA-256 of `message`.
-    public func verifySHA256(signature: [UInt8], message: some Collection<UInt8>) -> Bool {
+    func verifySHA256(signature: [UInt8], message: some Collection<UInt8>) -> Bool {
         guard let ctx = EVP_MD_CTX_new() else { return false }
         defer {
             EVP_MD_CTX_free(ctx)
@@ -129,7 +129,7 @@ public final class PublicKey: @unchecked Sendable {
     }
 
     /// The JWK members of this key (`kty`, `n`/`e` or `crv`/`x`/`y`), for publishing a key set.
-    public func jwk() throws(CryptoError) -> JSONObject {
+    func jwk() throws(CryptoError) -> JSONObject {
         switch kind {
         case .rsa:
             return ["kty": "RSA", "n": .string(Base64URL.encode(try bnParam("n"))), "e": .string(Base64URL.encode(try bnParam("e")))]

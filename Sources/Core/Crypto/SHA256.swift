@@ -1,12 +1,12 @@
 import COpenSSL
 
 /// SHA-256 through OpenSSL's EVP interface.
-public enum SHA256 {
-    public static let digestByteCount = 32
+enum SHA256 {
+    static let digestByteCount = 32
 
     /// The 32-byte digest of `bytes`. EVP_Digest with a built-in algorithm fails only when
     /// OpenSSL cannot allocate, which this process cannot recover from either.
-    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
+    static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: digestByteCount)
         var length: UInt32 = 0
         let ok = withContiguousBytes(bytes) { input in
@@ -21,12 +21,12 @@ public enum SHA256 {
     }
 
     /// Lower-case hex of the digest of `bytes`.
-    public static func hexHash(_ bytes: some Collection<UInt8>) -> String {
+    static func hexHash(_ bytes: some Collection<UInt8>) -> String {
         Hex.encode(hash(bytes))
     }
 
     /// Digest of a string's UTF-8 bytes.
-    public static func hash(_ text: String) -> [UInt8] { hash(Array(text.utf8)) }
+    static func hash(_ text: String) -> [UInt8] { hash(Array(text.utf8)) }
 }
 
 /// Runs `body` over a contiguous view of `bytes`, copying only when the collection is not

@@ -5,7 +5,7 @@ import Glibc
 /// for all plain reads of the transaction. Read committed lets each statement see what
 /// committed before it, which a transaction that serializes on a row lock and then reads
 /// (the per-user fold) needs, so it sees the events of the transaction it waited for.
-public enum IsolationLevel: Sendable {
+enum IsolationLevel: Sendable {
     case readCommitted, repeatableRead
 
     var statement: SQLQuery {
@@ -21,7 +21,7 @@ extension DatabaseConnection {
     /// COMMIT rolls back and is rethrown. Transactions do not nest (a nested call throws
     /// `.misuse`). If the connection is lost inside, the server has already rolled back and
     /// the error is `.unavailable`.
-    public func transaction<T>(_ body: (DatabaseConnection) throws -> T) throws -> T {
+    func transaction<T>(_ body: (DatabaseConnection) throws -> T) throws -> T {
         try transaction(retries: 0, body)
     }
 
@@ -30,7 +30,7 @@ extension DatabaseConnection {
     /// up to `retries` more times, after a short jittered backoff. `body` therefore must be
     /// re-runnable: it must not have effects outside the database (no HTTP calls, no
     /// counters) and must read what it needs inside the transaction.
-    public func transaction<T>(retries: Int, isolation: IsolationLevel? = nil,
+    func transaction<T>(retries: Int, isolation: IsolationLevel? = nil,
                                _ body: (DatabaseConnection) throws -> T) throws -> T {
         var attempt = 0
         while true {
@@ -39,7 +39,7 @@ extension DatabaseConnection {
                 if let isolation { try execute(isolation.statement) }
                 return try transactionOnce(body)
             } catch let error as DatabaseError where error.isDeadlockOrLockWait && attempt <= retries {
-                BillingMetrics.shared.databaseRetries.add()
+                onRetry()
                 Self.backoff(attempt: attempt)
             }
         }

@@ -7,8 +7,8 @@
 /// be idempotent; only `ping()` reconnects within the call.
 ///
 /// Every statement is a server-side prepared statement, cached per connection by SQL text.
-public final class DatabaseConnection {
-    public let configuration: DatabaseConfiguration
+final class DatabaseConnection {
+    let configuration: DatabaseConfiguration
     private var handle: MariaDBHandle?
     private var statements: StatementCache
     /// Incremented on every drop, so a transaction can tell its session was lost.
@@ -17,20 +17,25 @@ public final class DatabaseConnection {
     var transactionGeneration: Int?
 
     /// Does not connect; the first call does.
-    public init(configuration: DatabaseConfiguration, statementCacheCapacity: Int = 128) {
+    /// Told each time a transaction is rolled back and run again (deadlock, lock wait): the
+    /// process's metrics, wired by the composition root.
+    let onRetry: @Sendable () -> Void
+
+    init(configuration: DatabaseConfiguration, statementCacheCapacity: Int = 128, onRetry: @escaping @Sendable () -> Void = {}) {
+        self.onRetry = onRetry
         self.configuration = configuration
         self.statements = StatementCache(capacity: statementCacheCapacity)
     }
 
     /// Whether a server session is currently open.
-    public var isConnected: Bool { handle != nil }
+    var isConnected: Bool { handle != nil }
 
     /// Closes the session (if any); the next call reconnects.
-    public func close() { dropHandle() }
+    func close() { dropHandle() }
 
     /// Health check: reconnects at most once and is bounded by the connect timeout when the
     /// server is down; succeeds again once the server is back, without a process restart.
-    public func ping() throws(DatabaseError) {
+    func ping() throws(DatabaseError) {
         if let handle {
             do {
                 try handle.ping()
@@ -44,23 +49,23 @@ public final class DatabaseConnection {
     }
 
     /// Runs a statement and returns all its rows (buffered).
-    public func query(_ query: SQLQuery) throws(DatabaseError) -> [SQLRow] {
+    func query(_ query: SQLQuery) throws(DatabaseError) -> [SQLRow] {
         try run(query, collectRows: true).rows
     }
 
     /// The first row, or nil. Add `LIMIT 1` to the SQL when more rows could match.
-    public func queryOne(_ query: SQLQuery) throws(DatabaseError) -> SQLRow? {
+    func queryOne(_ query: SQLQuery) throws(DatabaseError) -> SQLRow? {
         try run(query, collectRows: true).rows.first
     }
 
     /// Runs a statement for its effect (INSERT, UPDATE, DELETE, DDL); any rows are discarded.
     @discardableResult
-    public func execute(_ query: SQLQuery) throws(DatabaseError) -> ExecuteResult {
+    func execute(_ query: SQLQuery) throws(DatabaseError) -> ExecuteResult {
         try run(query, collectRows: false).result
     }
 
     /// The number of prepared statements currently cached (for tests and diagnostics).
-    public var cachedStatementCount: Int { statements.count }
+    var cachedStatementCount: Int { statements.count }
 
     // MARK: - Internals
 

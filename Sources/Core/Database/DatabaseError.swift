@@ -8,9 +8,9 @@
 /// `description` is generic and safe to show anywhere: it never contains the server's
 /// message (which may quote row data) nor bind values. `debugDescription` adds the server
 /// message and the SQL text (never the binds) for logs that operators read.
-public struct DatabaseError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+struct DatabaseError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// The classification of a failure.
-    public struct Kind: Sendable, Hashable, CustomStringConvertible {
+    struct Kind: Sendable, Hashable, CustomStringConvertible {
         fileprivate enum Code: String, Sendable {
             case unavailable = "database unavailable"
             case duplicateKey = "duplicate key"
@@ -30,38 +30,38 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible, CustomDeb
         private init(_ code: Code) { self.code = code }
 
         /// The server cannot be reached or the connection was lost (map to 503; retry later).
-        public static let unavailable = Kind(.unavailable)
+        static let unavailable = Kind(.unavailable)
         /// A UNIQUE or PRIMARY KEY already holds the value (1062, 1586).
-        public static let duplicateKey = Kind(.duplicateKey)
+        static let duplicateKey = Kind(.duplicateKey)
         /// InnoDB chose this transaction as a deadlock victim (1213).
-        public static let deadlock = Kind(.deadlock)
+        static let deadlock = Kind(.deadlock)
         /// A row lock was not granted within `innodb_lock_wait_timeout` (1205).
-        public static let lockWaitTimeout = Kind(.lockWaitTimeout)
+        static let lockWaitTimeout = Kind(.lockWaitTimeout)
         /// A CHECK (4025), FOREIGN KEY (1451, 1452) or NOT NULL (1048) constraint refused the row.
-        public static let constraintViolation = Kind(.constraintViolation)
+        static let constraintViolation = Kind(.constraintViolation)
         /// Strict mode refused a value: too long, out of range, bad date or number.
-        public static let invalidData = Kind(.invalidData)
+        static let invalidData = Kind(.invalidData)
         /// The SQL itself is wrong: syntax, unknown table or column (a programming error).
-        public static let invalidQuery = Kind(.invalidQuery)
+        static let invalidQuery = Kind(.invalidQuery)
         /// Any other server or client library error.
-        public static let server = Kind(.server)
+        static let server = Kind(.server)
         /// A row accessor named a column the result set does not have.
-        public static let columnNotFound = Kind(.columnNotFound)
+        static let columnNotFound = Kind(.columnNotFound)
         /// A row accessor asked for a type the column's value cannot be read as.
-        public static let typeMismatch = Kind(.typeMismatch)
+        static let typeMismatch = Kind(.typeMismatch)
         /// The API was used wrongly (bind count, nested transaction, statement after a lost transaction).
-        public static let misuse = Kind(.misuse)
+        static let misuse = Kind(.misuse)
         /// The migration runner refused to proceed (checksum changed, gap, duplicate, unreadable file).
-        public static let migration = Kind(.migration)
+        static let migration = Kind(.migration)
 
-        public var description: String { code.rawValue }
+        var description: String { code.rawValue }
     }
 
-    public let kind: Kind
+    let kind: Kind
     /// The Connector/C or server error number (`mysql_errno`), 0 when the error did not come from them.
-    public let errno: UInt32
+    let errno: UInt32
     /// The five-character SQLSTATE, `HY000` when unknown.
-    public let sqlState: String
+    let sqlState: String
     /// Safe context written by this code (a column name, a migration file), never row data.
     let detail: String?
     /// The server or library message; may quote data, so only in `debugDescription`.
@@ -80,21 +80,21 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible, CustomDeb
     }
 
     /// The server is down or the connection was lost; the next call reconnects. Map to 503.
-    public var isUnavailable: Bool { kind == .unavailable }
+    var isUnavailable: Bool { kind == .unavailable }
     /// A UNIQUE/PRIMARY KEY refused the row: for idempotent inserts this means "already done".
-    public var isDuplicateKey: Bool { kind == .duplicateKey }
+    var isDuplicateKey: Bool { kind == .duplicateKey }
     /// Deadlock (1213) or lock wait timeout (1205): the whole transaction may be retried.
-    public var isDeadlockOrLockWait: Bool { kind == .deadlock || kind == .lockWaitTimeout }
+    var isDeadlockOrLockWait: Bool { kind == .deadlock || kind == .lockWaitTimeout }
     /// CHECK, FOREIGN KEY or NOT NULL constraint refused the row.
-    public var isConstraintViolation: Bool { kind == .constraintViolation }
+    var isConstraintViolation: Bool { kind == .constraintViolation }
 
-    public var description: String {
+    var description: String {
         var text = "database error: \(kind)"
         if let detail { text += " (\(detail))" }
         return text
     }
 
-    public var debugDescription: String {
+    var debugDescription: String {
         var text = description
         if errno != 0 { text += " [errno \(errno), sqlstate \(sqlState)]" }
         if let serverMessage { text += " message: \(serverMessage)" }

@@ -1,13 +1,13 @@
 /// A migration the runner applied.
-public struct AppliedMigration: Sendable, Equatable {
-    public let version: Int
-    public let name: String
-    public let checksum: String
+struct AppliedMigration: Sendable, Equatable {
+    let version: Int
+    let name: String
+    let checksum: String
 }
 
 /// Where one migration stands.
-public struct MigrationStatus: Sendable, Equatable {
-    public enum State: Sendable, Equatable {
+struct MigrationStatus: Sendable, Equatable {
+    enum State: Sendable, Equatable {
         case pending
         case applied(at: Timestamp)
         /// Applied, but the file changed since: the runner refuses to continue.
@@ -16,9 +16,9 @@ public struct MigrationStatus: Sendable, Equatable {
         case missingFile
     }
 
-    public let version: Int
-    public let name: String
-    public let state: State
+    let version: Int
+    let name: String
+    let state: State
 }
 
 /// Applies `sql/NNN_name.sql` in numeric order, forward-only, recording each in
@@ -30,18 +30,18 @@ public struct MigrationStatus: Sendable, Equatable {
 /// recorded and must be repaired by hand (write DDL that fails early, one concern per file).
 /// Files are sent whole as one multi-statement batch (`CLIENT_MULTI_STATEMENTS` for that
 /// call only): no `DELIMITER` lines; routine bodies with `BEGIN ... END` work as is.
-public struct Migrator: Sendable {
-    public let directory: String
+struct Migrator: Sendable {
+    let directory: String
     /// Seconds to wait for another process's migration run to finish.
-    public var lockTimeoutSeconds: Int
+    var lockTimeoutSeconds: Int
 
-    public init(directory: String, lockTimeoutSeconds: Int = 30) {
+    init(directory: String, lockTimeoutSeconds: Int = 30) {
         self.directory = directory
         self.lockTimeoutSeconds = lockTimeoutSeconds
     }
 
     /// Applies every pending migration; returns those applied by this call (empty when up to date).
-    public func migrate(using db: DatabaseConnection) throws(DatabaseError) -> [AppliedMigration] {
+    func migrate(using db: DatabaseConnection) throws(DatabaseError) -> [AppliedMigration] {
         let files = try MigrationFile.load(directory: directory)
         return try withMigrationLock(db) { () throws(DatabaseError) -> [AppliedMigration] in
             try createTable(db)
@@ -65,7 +65,7 @@ public struct Migrator: Sendable {
     }
 
     /// Every migration known to the directory or the database, by version.
-    public func status(using db: DatabaseConnection) throws(DatabaseError) -> [MigrationStatus] {
+    func status(using db: DatabaseConnection) throws(DatabaseError) -> [MigrationStatus] {
         let files = try MigrationFile.load(directory: directory)
         try createTable(db)
         let applied = try appliedRows(db)

@@ -1,7 +1,7 @@
 /// The column names of one result set, shared by all its rows so that lookup by name is
 /// one dictionary probe and rows carry no per-row copy of the names.
-public final class SQLColumns: Sendable {
-    public let names: [String]
+final class SQLColumns: Sendable {
+    let names: [String]
     private let indexByName: [String: Int]
 
     init(names: [String]) {
@@ -12,15 +12,15 @@ public final class SQLColumns: Sendable {
         self.indexByName = index
     }
 
-    public func index(of name: String) -> Int? { indexByName[name] }
+    func index(of name: String) -> Int? { indexByName[name] }
 }
 
 /// One result row. Values are typed from the column metadata (see `SQLValue`); the typed
 /// accessors throw `DatabaseError` (`.columnNotFound`, `.typeMismatch`) with the column
 /// name, never the value.
-public struct SQLRow: Sendable {
-    public let columns: SQLColumns
-    public let values: [SQLValue]
+struct SQLRow: Sendable {
+    let columns: SQLColumns
+    let values: [SQLValue]
 
     init(columns: SQLColumns, values: [SQLValue]) {
         self.columns = columns
@@ -29,14 +29,14 @@ public struct SQLRow: Sendable {
 
     /// The value of `column`, or `.null` when the result has no such column; use the typed
     /// accessors when a missing column must be an error.
-    public subscript(column: String) -> SQLValue {
+    subscript(column: String) -> SQLValue {
         guard let index = columns.index(of: column) else { return .null }
         return values[index]
     }
 
-    public subscript(index: Int) -> SQLValue { values[index] }
+    subscript(index: Int) -> SQLValue { values[index] }
 
-    public func value(_ column: String) throws(DatabaseError) -> SQLValue {
+    func value(_ column: String) throws(DatabaseError) -> SQLValue {
         guard let index = columns.index(of: column) else {
             throw DatabaseError(kind: .columnNotFound, detail: "column '\(column)'")
         }
@@ -47,13 +47,13 @@ public struct SQLRow: Sendable {
         DatabaseError(kind: .typeMismatch, detail: "column '\(column)' is \(value.typeName), expected \(expected)")
     }
 
-    public func string(_ column: String) throws(DatabaseError) -> String {
+    func string(_ column: String) throws(DatabaseError) -> String {
         guard let value = try optionalString(column) else { throw mismatch(column, "string", .null) }
         return value
     }
 
     /// A text value; binary columns are accepted when they hold valid UTF-8.
-    public func optionalString(_ column: String) throws(DatabaseError) -> String? {
+    func optionalString(_ column: String) throws(DatabaseError) -> String? {
         switch try value(column) {
         case .null: return nil
         case .string(let s): return s
@@ -64,14 +64,14 @@ public struct SQLRow: Sendable {
         }
     }
 
-    public func int64(_ column: String) throws(DatabaseError) -> Int64 {
+    func int64(_ column: String) throws(DatabaseError) -> Int64 {
         guard let value = try optionalInt64(column) else { throw mismatch(column, "int64", .null) }
         return value
     }
 
     /// Integers of either signedness that fit, and DECIMAL results without a fraction
     /// (MariaDB types `SUM(int_column)` as DECIMAL).
-    public func optionalInt64(_ column: String) throws(DatabaseError) -> Int64? {
+    func optionalInt64(_ column: String) throws(DatabaseError) -> Int64? {
         let v = try value(column)
         switch v {
         case .null: return nil
@@ -89,7 +89,7 @@ public struct SQLRow: Sendable {
         }
     }
 
-    public func uint64(_ column: String) throws(DatabaseError) -> UInt64 {
+    func uint64(_ column: String) throws(DatabaseError) -> UInt64 {
         let v = try value(column)
         switch v {
         case .uint(let u): return u
@@ -98,21 +98,21 @@ public struct SQLRow: Sendable {
         }
     }
 
-    public func int(_ column: String) throws(DatabaseError) -> Int {
+    func int(_ column: String) throws(DatabaseError) -> Int {
         Int(try int64(column))
     }
 
-    public func optionalInt(_ column: String) throws(DatabaseError) -> Int? {
+    func optionalInt(_ column: String) throws(DatabaseError) -> Int? {
         try optionalInt64(column).map { Int($0) }
     }
 
     /// TINYINT 0/1 (any non-zero integer is true).
-    public func bool(_ column: String) throws(DatabaseError) -> Bool {
+    func bool(_ column: String) throws(DatabaseError) -> Bool {
         try int64(column) != 0
     }
 
     /// FLOAT/DOUBLE, integers, and DECIMAL text.
-    public func double(_ column: String) throws(DatabaseError) -> Double {
+    func double(_ column: String) throws(DatabaseError) -> Double {
         let v = try value(column)
         switch v {
         case .double(let d): return d
@@ -125,17 +125,17 @@ public struct SQLRow: Sendable {
         }
     }
 
-    public func optionalDouble(_ column: String) throws(DatabaseError) -> Double? {
+    func optionalDouble(_ column: String) throws(DatabaseError) -> Double? {
         if try value(column) == .null { return nil }
         return try double(column)
     }
 
-    public func timestamp(_ column: String) throws(DatabaseError) -> Timestamp {
+    func timestamp(_ column: String) throws(DatabaseError) -> Timestamp {
         guard let value = try optionalTimestamp(column) else { throw mismatch(column, "timestamp", .null) }
         return value
     }
 
-    public func optionalTimestamp(_ column: String) throws(DatabaseError) -> Timestamp? {
+    func optionalTimestamp(_ column: String) throws(DatabaseError) -> Timestamp? {
         switch try value(column) {
         case .null: return nil
         case .timestamp(let t): return t
@@ -144,7 +144,7 @@ public struct SQLRow: Sendable {
     }
 
     /// Binary columns as they are; text columns as their UTF-8 bytes.
-    public func bytes(_ column: String) throws(DatabaseError) -> [UInt8] {
+    func bytes(_ column: String) throws(DatabaseError) -> [UInt8] {
         switch try value(column) {
         case .bytes(let b): return b
         case .string(let s): return Array(s.utf8)
@@ -153,7 +153,7 @@ public struct SQLRow: Sendable {
     }
 
     /// Parses a JSON text column (payloads are stored as LONGTEXT with a JSON_VALID check).
-    public func json(_ column: String) throws(DatabaseError) -> JSON {
+    func json(_ column: String) throws(DatabaseError) -> JSON {
         let v = try value(column)
         let bytes: [UInt8]
         switch v {
@@ -168,7 +168,7 @@ public struct SQLRow: Sendable {
         }
     }
 
-    public func optionalJSON(_ column: String) throws(DatabaseError) -> JSON? {
+    func optionalJSON(_ column: String) throws(DatabaseError) -> JSON? {
         if try value(column) == .null { return nil }
         return try json(column)
     }

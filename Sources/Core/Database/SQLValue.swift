@@ -4,7 +4,7 @@
 /// flag), FLOAT/DOUBLE → `double`, DECIMAL → `string` (exact), DATE/DATETIME/TIMESTAMP →
 /// `timestamp` (UTC, milliseconds), binary columns (charset 63) → `bytes`, everything else
 /// (VARCHAR, TEXT, JSON, TIME, ENUM) → `string`.
-public enum SQLValue: Sendable, Equatable {
+enum SQLValue: Sendable, Equatable {
     case null
     case int(Int64)
     case uint(UInt64)
@@ -14,12 +14,12 @@ public enum SQLValue: Sendable, Equatable {
     case timestamp(Timestamp)
 
     /// Booleans are stored as TINYINT 0/1.
-    public static func bool(_ value: Bool) -> SQLValue { .int(value ? 1 : 0) }
+    static func bool(_ value: Bool) -> SQLValue { .int(value ? 1 : 0) }
 
     /// JSON is bound as its compact serialized text (for LONGTEXT CHECK (JSON_VALID(...)) columns).
-    public static func json(_ value: JSON) -> SQLValue { .string(value.serializedString()) }
+    static func json(_ value: JSON) -> SQLValue { .string(value.serializedString()) }
 
-    public var isNull: Bool { self == .null }
+    var isNull: Bool { self == .null }
 
     /// A short name of the case, for error messages (never the value itself).
     var typeName: String {

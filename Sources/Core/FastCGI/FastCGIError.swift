@@ -2,7 +2,7 @@ import Glibc
 
 /// A failure setting up the FastCGI worker (library, socket, threads). Thrown at start-up
 /// only; request-level problems become HTTP responses instead.
-public struct FastCGIError: Error, Sendable, Equatable, CustomStringConvertible {
+struct FastCGIError: Error, Sendable, Equatable, CustomStringConvertible {
     private enum Code: String, Sendable {
         case libraryInit = "fastcgi_init"
         case socket = "socket"
@@ -11,9 +11,9 @@ public struct FastCGIError: Error, Sendable, Equatable, CustomStringConvertible 
     }
 
     private let code: Code
-    public let message: String
+    let message: String
     /// `errno` at the failure, 0 when not applicable.
-    public let systemError: Int32
+    let systemError: Int32
 
     private init(_ code: Code, _ message: String, systemError: Int32 = 0) {
         self.code = code
@@ -37,7 +37,7 @@ public struct FastCGIError: Error, Sendable, Equatable, CustomStringConvertible 
         FastCGIError(.thread, message, systemError: errno)
     }
 
-    public var description: String {
+    var description: String {
         systemError == 0 ? message : "\(message): \(String(cString: strerror(systemError)))"
     }
 }

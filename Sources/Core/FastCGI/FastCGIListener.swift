@@ -8,8 +8,8 @@ import Synchronization
 /// threads blocked in `accept()` wake (Linux returns EINVAL) and new connections are refused
 /// at once, which makes nginx pass them to another worker; `close()` then closes it and
 /// removes the socket path, unless another process has bound a new socket there meanwhile.
-public final class FastCGIListener: Sendable {
-    public let path: String
+final class FastCGIListener: Sendable {
+    let path: String
     /// The listening descriptor, handed to `FCGX_InitRequest` by each worker thread.
     let descriptor: Int32
     private let isUnixSocket: Bool
@@ -21,7 +21,7 @@ public final class FastCGIListener: Sendable {
     /// listens there (libfcgi would silently unlink and steal the path), removes a stale
     /// socket file, then sets the file's mode to `mode` (default 0660: the nginx workers
     /// must share the owner or group).
-    public init(path: String, backlog: Int = 1024, mode: UInt32 = 0o660) throws(FastCGIError) {
+    init(path: String, backlog: Int = 1024, mode: UInt32 = 0o660) throws(FastCGIError) {
         try FastCGILibrary.initialize()
         self.path = path
         // libfcgi's rule: `host:port` with a non-zero port is TCP, anything else a path.
@@ -49,12 +49,12 @@ public final class FastCGIListener: Sendable {
     }
 
     /// Refuses new connections and wakes threads blocked in `accept()`. Idempotent.
-    public func stopAccepting() {
+    func stopAccepting() {
         _ = shutdown(descriptor, Int32(SHUT_RDWR))
     }
 
     /// Closes the descriptor and removes the socket path if it is still ours. Idempotent.
-    public func close() {
+    func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         Glibc.close(descriptor)
         guard isUnixSocket, let identity else { return }

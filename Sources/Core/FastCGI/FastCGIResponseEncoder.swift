@@ -1,10 +1,10 @@
 /// Serializes a response as a FastCGI (CGI-style) response: `Status:` line, headers,
 /// blank line, body. Pure, so the wire format is unit-tested.
-public enum FastCGIResponseEncoder {
+enum FastCGIResponseEncoder {
     /// `Content-Length` is always computed from the body (a handler's own value is
     /// dropped); CR, LF and NUL are removed from header names and values so no handler can
     /// split the header block.
-    public static func encode(_ response: HTTPResponse, requestID: String?) -> [UInt8] {
+    static func encode(_ response: HTTPResponse, requestID: String?) -> [UInt8] {
         var head = "Status: \(response.status.code) \(clean(response.status.reasonPhrase))\r\n"
         var headers = response.headers
         headers.remove(name: "Content-Length")

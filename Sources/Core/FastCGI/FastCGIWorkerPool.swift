@@ -3,54 +3,37 @@ import Glibc
 import Synchronization
 
 /// N POSIX threads accepting on one listener, each with its own `FCGX_Request` and its own
-/// `RequestContext` (where the thread's database connection lives).
+/// request context (the application's: where the thread's database connection lives).
 ///
 /// Threads are started here, in Core, from a C entry point: closures written in
 /// `main.swift` top-level code are main-actor isolated in Swift 6 and trap when run on
 /// another thread.
-public final class FastCGIWorkerPool: Sendable {
-    public struct Configuration: Sendable, Equatable {
-        public var threads: Int
-        /// Largest accepted request body; a larger `CONTENT_LENGTH` is answered 413 unread.
-        public var maxBodyBytes: Int
-        /// How much of a refused body is read and discarded so nginx can finish sending and
-        /// read the 413; beyond it the connection is just closed.
-        public var maxDrainBytes: Int
-        /// Recycle: after this many requests (process-wide) the process stops gracefully
-        /// like on SIGTERM and its supervisor starts a fresh one. 0 disables it.
-        public var maxRequests: Int
-
-        public init(threads: Int = 4, maxBodyBytes: Int = 1 << 20, maxDrainBytes: Int = 16 << 20, maxRequests: Int = 0) {
-            self.threads = threads
-            self.maxBodyBytes = maxBodyBytes
-            self.maxDrainBytes = maxDrainBytes
-            self.maxRequests = maxRequests
-        }
-    }
+final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, ProcessLifecycle.Service {
+    typealias Configuration = FastCGIPoolConfiguration
 
     /// Builds a thread's context, on that thread, before it accepts anything.
-    public typealias ContextFactory = @Sendable (_ workerIndex: Int) throws -> RequestContext
+    typealias ContextFactory = @Sendable (_ workerIndex: Int) throws -> Context
 
     private let listener: FastCGIListener
     private let configuration: Configuration
-    private let router: Router
+    private let router: Router<Context>
     private let makeContext: ContextFactory
-    private let events: ServerEvents.Sink
+    private let logger: Logger
     private let requestStop: @Sendable () -> Void
     private let stopping = Atomic<Bool>(false)
     private let failed = Atomic<Bool>(false)
     private let served = Atomic<Int>(0)
-    private let threadIDs = Mutex<[pthread_t]>([])
+    private let threads = Mutex<[PosixThread]>([])
     /// Requests by route and status, latency, busy threads (nil: not counted).
-    public let metrics: WorkerMetrics?
+    let metrics: WorkerMetrics?
     /// Receives one `request` line per answered request (nil: no access log).
     private let accessLog: Logger?
 
     /// `requestStop` is called from a worker thread when the process should stop on its
     /// own (recycle, or a context that could not be built); by default it sends SIGTERM to
     /// this process so the main thread's `ProcessSignals.wait()` performs the normal stop.
-    public init(listener: FastCGIListener, configuration: Configuration, router: Router,
-                events: @escaping ServerEvents.Sink = ServerEvents.standardError,
+    init(listener: FastCGIListener, configuration: Configuration, router: Router<Context>,
+                logger: Logger = .standardError,
                 requestStop: @escaping @Sendable () -> Void = ProcessSignals.requestStop,
                 metrics: WorkerMetrics? = nil, accessLog: Logger? = nil,
                 makeContext: @escaping ContextFactory) {
@@ -58,7 +41,7 @@ public final class FastCGIWorkerPool: Sendable {
         self.listener = listener
         self.configuration = configuration
         self.router = router
-        self.events = events
+        self.logger = logger
         self.requestStop = requestStop
         self.makeContext = makeContext
         self.metrics = metrics
@@ -66,51 +49,56 @@ public final class FastCGIWorkerPool: Sendable {
     }
 
     /// True when a thread could not start serving (its context factory threw).
-    public var hasFailed: Bool { failed.load(ordering: .acquiring) }
-    public var requestsServed: Int { served.load(ordering: .relaxed) }
+    var hasFailed: Bool { failed.load(ordering: .acquiring) }
+    var requestsServed: Int { served.load(ordering: .relaxed) }
 
     /// Starts the threads. Block the handled signals first (`ProcessSignals`).
-    public func start() throws(FastCGIError) {
+    func start() throws {
         for index in 0..<configuration.threads {
-            let start = Unmanaged.passRetained(ThreadStart(pool: self, index: index)).toOpaque()
-            var thread = pthread_t()
-            let status = pthread_create(&thread, nil, fastCGIWorkerThreadMain, start)
-            guard status == 0 else {
-                Unmanaged<ThreadStart>.fromOpaque(start).release()
-                stop()
+            switch PosixThread.start({ [self] in runThread(index: index) }) {
+            case .success(let thread):
+                threads.withLock { $0.append(thread) }
+            case .failure(let error):
+                stopAccepting()
                 join()
-                throw FastCGIError.thread("pthread_create failed", errno: status)
+                throw FastCGIError.thread("pthread_create failed", errno: error.errno)
             }
-            threadIDs.withLock { $0.append(thread) }
         }
+    }
+
+    /// Stops accepting and waits for every in-flight request to finish (the process
+    /// skeleton's stop).
+    func stop() {
+        stopAccepting()
+        join()
     }
 
     /// Stops accepting: sets libfcgi's shutdown flag and shuts the listening socket down,
     /// so idle threads return from `FCGX_Accept_r` and nginx's new connections are refused
     /// at once. Threads busy with a request finish it first. Idempotent.
-    public func stop() {
+    func stopAccepting() {
         guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
         FCGX_ShutdownPending()
         listener.stopAccepting()
     }
 
     /// Waits for every thread to finish its in-flight request and exit.
-    public func join() {
-        let threads = threadIDs.withLock { ids in
-            defer { ids.removeAll() }
-            return ids
+    func join() {
+        let started = threads.withLock { list in
+            defer { list.removeAll() }
+            return list
         }
-        for thread in threads { pthread_join(thread, nil) }
+        for thread in started { thread.join() }
     }
 
-    fileprivate func runThread(index: Int) {
-        let context: RequestContext
+    private func runThread(index: Int) {
+        let context: Context
         let request: FastCGIRequest
         do {
             context = try makeContext(index)
             request = try FastCGIRequest(listenDescriptor: listener.descriptor)
         } catch {
-            events(.critical, "worker thread cannot start", ["worker.thread": String(index), "error.debug": String(reflecting: error)])
+            logger.log(.critical, "worker thread cannot start", ["worker.thread": .int(Int64(index)), "error.debug": .string(String(reflecting: error))])
             failed.store(true, ordering: .releasing)
             requestStop()
             return
@@ -120,7 +108,7 @@ public final class FastCGIWorkerPool: Sendable {
             if status < 0 {
                 if stopping.load(ordering: .acquiring) { break }
                 // Not a shutdown: e.g. EMFILE. Back off instead of losing the thread.
-                events(.error, "FCGX_Accept_r failed", ["worker.thread": String(index), "error.code": String(status)])
+                logger.error("FCGX_Accept_r failed", ["worker.thread": .int(Int64(index)), "error.code": .int(Int64(status))])
                 usleep(100_000)
                 continue
             }
@@ -135,7 +123,7 @@ public final class FastCGIWorkerPool: Sendable {
             if let accessLog { logAccess(answered, microseconds: elapsed, context: context, to: accessLog) }
             let count = served.add(1, ordering: .relaxed).newValue
             if configuration.maxRequests > 0, count == configuration.maxRequests {
-                events(.notice, "max requests reached, recycling", ["worker.requests": String(count)])
+                logger.notice("max requests reached, recycling", ["worker.requests": .int(Int64(count))])
                 requestStop()
             }
         }
@@ -152,7 +140,7 @@ public final class FastCGIWorkerPool: Sendable {
     }
 
     /// One JSON line per request: id, method, route pattern, path, status, latency, outcome.
-    private func logAccess(_ answered: Answered, microseconds: Int, context: RequestContext, to logger: Logger) {
+    private func logAccess(_ answered: Answered, microseconds: Int, context: Context, to logger: Logger) {
         let outcome = answered.outcome ?? (answered.status < 400 ? "ok" : "error")
         let level: LogLevel = answered.status >= 500 ? .warning : .info
         logger.log(level, "request", fields: [
@@ -163,7 +151,7 @@ public final class FastCGIWorkerPool: Sendable {
         ])
     }
 
-    private func handle(_ connection: FastCGIRequest, context: RequestContext) -> Answered {
+    private func handle(_ connection: FastCGIRequest, context: Context) -> Answered {
         let params = connection.params()
         let requestID = RequestID.forParams(params)
         let plan = RequestBodyPolicy.plan(contentLength: params["CONTENT_LENGTH"], limit: configuration.maxBodyBytes)
@@ -200,19 +188,22 @@ public final class FastCGIWorkerPool: Sendable {
     }
 }
 
-/// What a new thread needs, passed through `pthread_create`'s context pointer.
-private final class ThreadStart {
-    let pool: FastCGIWorkerPool
-    let index: Int
-    init(pool: FastCGIWorkerPool, index: Int) {
-        self.pool = pool
-        self.index = index
-    }
-}
+/// How many threads a worker pool runs and what it accepts.
+struct FastCGIPoolConfiguration: Sendable, Equatable {
+    var threads: Int
+    /// Largest accepted request body; a larger `CONTENT_LENGTH` is answered 413 unread.
+    var maxBodyBytes: Int
+    /// How much of a refused body is read and discarded so nginx can finish sending and
+    /// read the 413; beyond it the connection is just closed.
+    var maxDrainBytes: Int
+    /// Recycle: after this many requests (process-wide) the process stops gracefully
+    /// like on SIGTERM and its supervisor starts a fresh one. 0 disables it.
+    var maxRequests: Int
 
-/// The C entry point of every worker thread: a global function, so it has no actor isolation.
-private func fastCGIWorkerThreadMain(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-    let start = Unmanaged<ThreadStart>.fromOpaque(argument!).takeRetainedValue()
-    start.pool.runThread(index: start.index)
-    return nil
+    init(threads: Int = 4, maxBodyBytes: Int = 1 << 20, maxDrainBytes: Int = 16 << 20, maxRequests: Int = 0) {
+        self.threads = threads
+        self.maxBodyBytes = maxBodyBytes
+        self.maxDrainBytes = maxDrainBytes
+        self.maxRequests = maxRequests
+    }
 }

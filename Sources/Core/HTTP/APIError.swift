@@ -4,34 +4,34 @@
 /// machine-readable string (the kind's default, or a more specific one such as
 /// `invalid_json`), and `message` is written for the client: it must never carry SQL,
 /// secrets or internal details.
-public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
+struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The category of failure; new kinds can be added without breaking callers.
-    public struct Kind: Sendable, Hashable {
+    struct Kind: Sendable, Hashable {
         fileprivate enum Value: Sendable, Hashable {
             case badRequest, unauthorized, quotaExceeded, forbidden, notFound, methodNotAllowed, conflict,
                  payloadTooLarge, unsupportedMediaType, unprocessable, notConfigured, unavailable, internalError
         }
         fileprivate let value: Value
 
-        public static let badRequest = Kind(value: .badRequest)
-        public static let unauthorized = Kind(value: .unauthorized)
-        public static let quotaExceeded = Kind(value: .quotaExceeded)
-        public static let forbidden = Kind(value: .forbidden)
-        public static let notFound = Kind(value: .notFound)
-        public static let methodNotAllowed = Kind(value: .methodNotAllowed)
-        public static let conflict = Kind(value: .conflict)
-        public static let payloadTooLarge = Kind(value: .payloadTooLarge)
+        static let badRequest = Kind(value: .badRequest)
+        static let unauthorized = Kind(value: .unauthorized)
+        static let quotaExceeded = Kind(value: .quotaExceeded)
+        static let forbidden = Kind(value: .forbidden)
+        static let notFound = Kind(value: .notFound)
+        static let methodNotAllowed = Kind(value: .methodNotAllowed)
+        static let conflict = Kind(value: .conflict)
+        static let payloadTooLarge = Kind(value: .payloadTooLarge)
         /// A body in a media type the route does not read (415).
-        public static let unsupportedMediaType = Kind(value: .unsupportedMediaType)
-        public static let unprocessable = Kind(value: .unprocessable)
+        static let unsupportedMediaType = Kind(value: .unsupportedMediaType)
+        static let unprocessable = Kind(value: .unprocessable)
         /// A provider route whose configuration is absent (SPEC: 501).
-        public static let notConfigured = Kind(value: .notConfigured)
+        static let notConfigured = Kind(value: .notConfigured)
         /// Retryable: the database (or another dependency) is down (SPEC: 503).
-        public static let unavailable = Kind(value: .unavailable)
-        public static let internalError = Kind(value: .internalError)
+        static let unavailable = Kind(value: .unavailable)
+        static let internalError = Kind(value: .internalError)
 
         /// The status for this kind: the only mapping from API errors to HTTP statuses.
-        public var status: HTTPStatus {
+        var status: HTTPStatus {
             switch value {
             case .badRequest: return .badRequest
             case .unauthorized: return .unauthorized
@@ -50,7 +50,7 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
         }
 
         /// The `code` used when the thrower does not name a more specific one.
-        public var defaultCode: String {
+        var defaultCode: String {
             switch value {
             case .badRequest: return "bad_request"
             case .unauthorized: return "unauthorized"
@@ -69,37 +69,37 @@ public struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    public let kind: Kind
-    public let code: String
-    public let message: String
+    let kind: Kind
+    let code: String
+    let message: String
 
-    public init(_ kind: Kind, code: String? = nil, message: String) {
+    init(_ kind: Kind, code: String? = nil, message: String) {
         self.kind = kind
         self.code = code ?? kind.defaultCode
         self.message = message
     }
 
-    public var status: HTTPStatus { kind.status }
-    public var description: String { "\(status.code) \(code): \(message)" }
+    var status: HTTPStatus { kind.status }
+    var description: String { "\(status.code) \(code): \(message)" }
 
-    public static func badRequest(_ message: String, code: String? = nil) -> APIError { APIError(.badRequest, code: code, message: message) }
-    public static func unauthorized(_ message: String = "authentication required", code: String? = nil) -> APIError { APIError(.unauthorized, code: code, message: message) }
-    public static func quotaExceeded(_ message: String, code: String? = nil) -> APIError { APIError(.quotaExceeded, code: code, message: message) }
-    public static func notFound(_ message: String = "no such resource", code: String? = nil) -> APIError { APIError(.notFound, code: code, message: message) }
-    public static func conflict(_ message: String, code: String? = nil) -> APIError { APIError(.conflict, code: code, message: message) }
-    public static func payloadTooLarge(_ message: String, code: String? = nil) -> APIError { APIError(.payloadTooLarge, code: code, message: message) }
-    public static func unsupportedMediaType(_ message: String, code: String? = nil) -> APIError { APIError(.unsupportedMediaType, code: code, message: message) }
-    public static func unprocessable(_ message: String, code: String? = nil) -> APIError { APIError(.unprocessable, code: code, message: message) }
-    public static func notConfigured(_ message: String, code: String? = nil) -> APIError { APIError(.notConfigured, code: code, message: message) }
-    public static func unavailable(_ message: String = "service temporarily unavailable, retry later", code: String? = nil) -> APIError { APIError(.unavailable, code: code, message: message) }
+    static func badRequest(_ message: String, code: String? = nil) -> APIError { APIError(.badRequest, code: code, message: message) }
+    static func unauthorized(_ message: String = "authentication required", code: String? = nil) -> APIError { APIError(.unauthorized, code: code, message: message) }
+    static func quotaExceeded(_ message: String, code: String? = nil) -> APIError { APIError(.quotaExceeded, code: code, message: message) }
+    static func notFound(_ message: String = "no such resource", code: String? = nil) -> APIError { APIError(.notFound, code: code, message: message) }
+    static func conflict(_ message: String, code: String? = nil) -> APIError { APIError(.conflict, code: code, message: message) }
+    static func payloadTooLarge(_ message: String, code: String? = nil) -> APIError { APIError(.payloadTooLarge, code: code, message: message) }
+    static func unsupportedMediaType(_ message: String, code: String? = nil) -> APIError { APIError(.unsupportedMediaType, code: code, message: message) }
+    static func unprocessable(_ message: String, code: String? = nil) -> APIError { APIError(.unprocessable, code: code, message: message) }
+    static func notConfigured(_ message: String, code: String? = nil) -> APIError { APIError(.notConfigured, code: code, message: message) }
+    static func unavailable(_ message: String = "service temporarily unavailable, retry later", code: String? = nil) -> APIError { APIError(.unavailable, code: code, message: message) }
     /// The generic 500. Its message never says what went wrong; the details go to the log.
-    public static let internalError = APIError(.internalError, message: "internal error")
+    static let internalError = APIError(.internalError, message: "internal error")
 }
 
 /// An error type from another layer that knows how it should be answered to a client.
 /// The Router consults it so it never needs to know the concrete type; e.g. the Database
 /// layer conforms `DatabaseError` and answers `.unavailable()` when `isUnavailable`.
-public protocol APIErrorConvertible: Error {
+protocol APIErrorConvertible: Error {
     /// The client-facing error, or nil when this is an unexpected failure that should be
     /// logged and answered with the generic 500.
     var apiError: APIError? { get }
@@ -108,7 +108,7 @@ public protocol APIErrorConvertible: Error {
 extension JSONError: APIErrorConvertible {
     /// A JSON document a client sent could not be parsed: that is bad input, never a 500.
     /// `JSONError.description` is documented as safe to return to the sender.
-    public var apiError: APIError? {
+    var apiError: APIError? {
         kind == .tooLarge ? .payloadTooLarge(description) : .badRequest(description, code: "invalid_json")
     }
 }

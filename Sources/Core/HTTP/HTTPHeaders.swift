@@ -1,16 +1,16 @@
 /// An ordered list of header fields with case-insensitive lookup by name. Used both for
 /// request headers (rebuilt from FastCGI `HTTP_*` params) and response headers.
-public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
-    public private(set) var fields: [(name: String, value: String)] = []
+struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
+    private(set) var fields: [(name: String, value: String)] = []
 
-    public init() {}
+    init() {}
 
-    public init(dictionaryLiteral elements: (String, String)...) {
+    init(dictionaryLiteral elements: (String, String)...) {
         for (name, value) in elements { add(name: name, value: value) }
     }
 
     /// The first value of `name` (any case), or nil.
-    public subscript(name: String) -> String? {
+    subscript(name: String) -> String? {
         get { fields.first { Self.sameName($0.name, name) }?.value }
         set {
             remove(name: name)
@@ -19,27 +19,27 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     }
 
     /// All values of `name` (any case), in order.
-    public func values(for name: String) -> [String] {
+    func values(for name: String) -> [String] {
         return fields.filter { Self.sameName($0.name, name) }.map(\.value)
     }
 
-    public func contains(_ name: String) -> Bool { self[name] != nil }
+    func contains(_ name: String) -> Bool { self[name] != nil }
 
-    public mutating func add(name: String, value: String) {
+    mutating func add(name: String, value: String) {
         fields.append((name: name, value: value))
     }
 
-    public mutating func remove(name: String) {
+    mutating func remove(name: String) {
         fields.removeAll { Self.sameName($0.name, name) }
     }
 
-    public var count: Int { fields.count }
+    var count: Int { fields.count }
 
-    public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> {
+    func makeIterator() -> IndexingIterator<[(name: String, value: String)]> {
         fields.makeIterator()
     }
 
-    public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
+    static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
         lhs.fields.elementsEqual(rhs.fields) { sameName($0.name, $1.name) && $0.value == $1.value }
     }
 

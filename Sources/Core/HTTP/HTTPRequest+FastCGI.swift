@@ -7,7 +7,7 @@ extension HTTPRequest {
     ///   the part of `REQUEST_URI` after `?`.
     /// - Headers from `HTTP_*` params (`HTTP_X_REQUEST_ID` → `x-request-id`) plus
     ///   `CONTENT_TYPE` and `CONTENT_LENGTH` when non-empty.
-    public init(fastCGIParams params: [String: String], body: [UInt8], id: String) {
+    init(fastCGIParams params: [String: String], body: [UInt8], id: String) {
         let requestURI = params["REQUEST_URI"] ?? ""
         let uriPath: Substring
         let uriQuery: Substring

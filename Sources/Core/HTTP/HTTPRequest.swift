@@ -1,20 +1,20 @@
 /// One HTTP request as the worker sees it: plain Swift values copied out of libfcgi.
-public struct HTTPRequest: Sendable {
-    public var method: HTTPMethod
+struct HTTPRequest: Sendable {
+    var method: HTTPMethod
     /// The path without the query string, as the client sent it (not percent-decoded).
-    public var path: String
+    var path: String
     /// The raw query string, without `?`.
-    public var queryString: String
-    public var headers: HTTPHeaders
-    public var body: [UInt8]
+    var queryString: String
+    var headers: HTTPHeaders
+    var body: [UInt8]
     /// The client's address as nginx saw it (`REMOTE_ADDR`).
-    public var remoteAddress: String
+    var remoteAddress: String
     /// Correlates logs and the `X-Request-Id` response header.
-    public var id: String
+    var id: String
     /// Values of `:name` segments of the matched route pattern, set by the Router.
-    public var pathParameters: [String: String] = [:]
+    var pathParameters: [String: String] = [:]
 
-    public init(method: HTTPMethod, path: String, queryString: String = "", headers: HTTPHeaders = HTTPHeaders(),
+    init(method: HTTPMethod, path: String, queryString: String = "", headers: HTTPHeaders = HTTPHeaders(),
                 body: [UInt8] = [], remoteAddress: String = "", id: String = "") {
         self.method = method
         self.path = path
@@ -26,15 +26,15 @@ public struct HTTPRequest: Sendable {
     }
 
     /// The query string parsed as `application/x-www-form-urlencoded`.
-    public var queryItems: [QueryItem] { QueryItem.parse(queryString) }
+    var queryItems: [QueryItem] { QueryItem.parse(queryString) }
 
     /// The first value of query parameter `name`.
-    public func queryValue(_ name: String) -> String? {
+    func queryValue(_ name: String) -> String? {
         queryItems.first { $0.name == name }?.value
     }
 
     /// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive).
-    public var bearerToken: String? {
+    var bearerToken: String? {
         guard let value = headers["Authorization"] else { return nil }
         let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
@@ -43,7 +43,7 @@ public struct HTTPRequest: Sendable {
     }
 
     /// The body parsed as JSON. Malformed input is a 400 (`invalid_json`), never a 500.
-    public func jsonBody(limits: JSONLimits = .default) throws(APIError) -> JSON {
+    func jsonBody(limits: JSONLimits = .default) throws(APIError) -> JSON {
         guard Self.isJSONMediaType(headers["Content-Type"]) else {
             throw APIError.unsupportedMediaType("the body must be application/json", code: "unsupported_media_type")
         }
@@ -60,7 +60,7 @@ extension HTTPRequest {
     /// A JSON body's `Content-Type`: absent (lenient: some senders omit it), or
     /// `application/json` / `application/*+json`, parameters such as `charset` allowed.
     /// Anything else (forms, text, multipart) is refused with 415 before parsing.
-    public static func isJSONMediaType(_ value: String?) -> Bool {
+    static func isJSONMediaType(_ value: String?) -> Bool {
         guard let value else { return true }
         let first = value.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         let mediaType = String(first.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed()).lowercased()
@@ -70,18 +70,18 @@ extension HTTPRequest {
 }
 
 /// One `name=value` pair of a query string, percent-decoded (`+` is a space).
-public struct QueryItem: Sendable, Equatable {
-    public var name: String
-    public var value: String
+struct QueryItem: Sendable, Equatable {
+    var name: String
+    var value: String
 
-    public init(name: String, value: String) {
+    init(name: String, value: String) {
         self.name = name
         self.value = value
     }
 
     /// Splits on `&`, then on the first `=`. Invalid `%` escapes are kept literally and
     /// invalid UTF-8 becomes U+FFFD, so parsing never fails.
-    public static func parse(_ query: String) -> [QueryItem] {
+    static func parse(_ query: String) -> [QueryItem] {
         query.split(separator: "&", omittingEmptySubsequences: true).map { pair in
             if let equals = pair.firstIndex(of: "=") {
                 return QueryItem(name: percentDecode(pair[..<equals]), value: percentDecode(pair[pair.index(after: equals)...]))

@@ -1,6 +1,6 @@
 /// What to do with a request body before reading it, decided from `CONTENT_LENGTH` alone so
 /// an oversized body is refused without being buffered.
-public enum RequestBodyPlan: Sendable, Equatable {
+enum RequestBodyPlan: Sendable, Equatable {
     /// Read exactly this many bytes, then expect end of input.
     case readExactly(Int)
     /// No usable length: read until end of input, refusing more than `limit` bytes.
@@ -9,9 +9,9 @@ public enum RequestBodyPlan: Sendable, Equatable {
     case reject(APIError)
 }
 
-public enum RequestBodyPolicy {
+enum RequestBodyPolicy {
     /// `contentLength` is the raw `CONTENT_LENGTH` param (nginx sends it empty when absent).
-    public static func plan(contentLength: String?, limit: Int) -> RequestBodyPlan {
+    static func plan(contentLength: String?, limit: Int) -> RequestBodyPlan {
         guard let text = contentLength, !text.isEmpty else { return .readToEnd(limit: limit) }
         guard text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else {
             return .reject(.badRequest("invalid Content-Length", code: "bad_content_length"))
@@ -21,7 +21,7 @@ public enum RequestBodyPolicy {
     }
 
     /// The verdict once the body was read: `received` bytes, and whether more input followed.
-    public static func verdict(plan: RequestBodyPlan, received: Int, moreInput: Bool) -> APIError? {
+    static func verdict(plan: RequestBodyPlan, received: Int, moreInput: Bool) -> APIError? {
         switch plan {
         case .readExactly(let expected):
             if received < expected {
@@ -38,7 +38,7 @@ public enum RequestBodyPolicy {
         }
     }
 
-    public static func tooLarge(_ limit: Int) -> APIError {
+    static func tooLarge(_ limit: Int) -> APIError {
         .payloadTooLarge("request body exceeds \(limit) bytes")
     }
 }

@@ -1,15 +1,17 @@
 /// Handles one request on a worker thread. Throw `APIError` (or an `APIErrorConvertible`)
 /// for anything the client caused; anything else becomes the generic 500.
-public typealias RouteHandler = @Sendable (HTTPRequest, RequestContext) throws -> HTTPResponse
+typealias RouteHandler<Context> = @Sendable (HTTPRequest, Context) throws -> HTTPResponse
 
 /// Maps (method, path pattern) to handlers. Patterns are `/`-separated literal segments and
 /// `:name` segments that capture one segment into `HTTPRequest.pathParameters`. Built once
-/// at start-up, then shared read-only by all worker threads.
-public struct Router: Sendable {
+/// at start-up (the application's route table), then shared read-only by all worker
+/// threads. Generic over the application's request context, which it knows only through
+/// `RequestContextProtocol`.
+struct Router<Context: RequestContextProtocol>: Sendable {
     private struct Route: Sendable {
         let pattern: String
         let segments: [Segment]
-        var handlers: [HTTPMethod: RouteHandler]
+        var handlers: [HTTPMethod: RouteHandler<Context>]
     }
 
     private enum Segment: Sendable, Equatable {
@@ -19,10 +21,10 @@ public struct Router: Sendable {
 
     private var routes: [Route] = []
 
-    public init() {}
+    init() {}
 
     /// Registers `handler`; re-registering the same method and pattern replaces it.
-    public mutating func add(_ method: HTTPMethod, _ pattern: String, _ handler: @escaping RouteHandler) {
+    mutating func add(_ method: HTTPMethod, _ pattern: String, _ handler: @escaping RouteHandler<Context>) {
         let segments = Router.split(pattern).map { part -> Segment in
             part.hasPrefix(":") ? .parameter(String(part.dropFirst())) : .literal(String(part))
         }
@@ -34,21 +36,21 @@ public struct Router: Sendable {
     }
 
     /// Every registered pattern, in registration order (the metrics' route labels).
-    public var patterns: [String] { routes.map(\.pattern) }
+    var patterns: [String] { routes.map(\.pattern) }
 
     /// The pattern `path` matches, if any (the `route` label of metrics and access logs).
-    public func pattern(matching path: String) -> String? {
+    func pattern(matching path: String) -> String? {
         let pathSegments = Router.split(path)
         return routes.first { Router.match($0.segments, pathSegments) != nil }?.pattern
     }
 
-    public mutating func get(_ pattern: String, _ handler: @escaping RouteHandler) { add(.get, pattern, handler) }
-    public mutating func post(_ pattern: String, _ handler: @escaping RouteHandler) { add(.post, pattern, handler) }
+    mutating func get(_ pattern: String, _ handler: @escaping RouteHandler<Context>) { add(.get, pattern, handler) }
+    mutating func post(_ pattern: String, _ handler: @escaping RouteHandler<Context>) { add(.post, pattern, handler) }
 
     /// Routes `request` and always returns a response: 404 for an unknown path, 405 with
     /// `Allow` for a known path and another method (HEAD is served by a GET handler), the
     /// error envelope for thrown errors.
-    public func respond(to request: HTTPRequest, context: RequestContext) -> HTTPResponse {
+    func respond(to request: HTTPRequest, context: Context) -> HTTPResponse {
         let pathSegments = Router.split(request.path)
         var matched: (route: Route, parameters: [String: String])?
         for route in routes {
@@ -81,22 +83,22 @@ public struct Router: Sendable {
     }
 
     /// The one place a thrown error becomes a response.
-    public static func response(for error: any Error, context: RequestContext) -> HTTPResponse {
-        BillingMetrics.shared.databaseError(from: error)
+    static func response(for error: any Error, context: Context) -> HTTPResponse {
+        context.observe(error: error)
         let response = errorResponse(for: error, context: context)
         if context.outcome == nil, let code = response.errorCode { context.outcome = code }
         return response
     }
 
-    private static func errorResponse(for error: any Error, context: RequestContext) -> HTTPResponse {
+    private static func errorResponse(for error: any Error, context: Context) -> HTTPResponse {
         if let apiError = error as? APIError {
-            if apiError.kind == .internalError { context.reportUnexpectedError(error, context.logFields) }
+            if apiError.kind == .internalError { context.reportUnexpectedError(error) }
             return .error(apiError)
         }
         if let convertible = error as? any APIErrorConvertible, let apiError = convertible.apiError {
             return .error(apiError)
         }
-        context.reportUnexpectedError(error, context.logFields)
+        context.reportUnexpectedError(error)
         return .error(.internalError)
     }
 

@@ -3,8 +3,16 @@
 /// 200 `{"status":"ok","database":"ok",...}`, or 503 `{"status":"unavailable","database":"down",...}`
 /// so a load balancer or `scripts/` can wait for readiness. The probe's error text is not
 /// returned (it may name hosts or users).
-public enum HealthCheck {
-    public static func handle(_ request: HTTPRequest, _ context: RequestContext) -> HTTPResponse {
+enum HealthCheck {
+    /// What the health route needs of its request context.
+    protocol Context: RequestContextProtocol {
+        var clock: any BillingClock { get }
+        /// Checks the thread's database (one statement); nil when the worker runs without one.
+        var databaseProbe: (() throws -> Void)? { get }
+        var metrics: BillingMetrics { get }
+    }
+
+    static func handle(_ request: HTTPRequest, _ context: some Context) -> HTTPResponse {
         let started = monotonicMilliseconds()
         let database: String
         var healthy = true
@@ -13,7 +21,7 @@ public enum HealthCheck {
                 try probe()
                 database = "ok"
             } catch {
-                BillingMetrics.shared.databaseError(from: error)
+                context.metrics.databaseError(from: error)
                 database = "down"
                 healthy = false
             }
@@ -30,7 +38,7 @@ public enum HealthCheck {
     }
 
     /// `GET /api/v1/ping`: `{"ok":true}` without touching the database (benchmarks, liveness).
-    public static func ping(_ request: HTTPRequest, _ context: RequestContext) -> HTTPResponse {
+    static func ping(_ request: HTTPRequest, _ context: some RequestContextProtocol) -> HTTPResponse {
         pingResponse
     }
 

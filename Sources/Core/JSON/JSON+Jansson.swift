@@ -4,7 +4,7 @@ extension JSON {
     /// Parses `bytes` with jansson. Rejects documents over `limits.maxBytes`, nesting deeper
     /// than `limits.maxDepth`, duplicate object keys, NUL in strings and integers that do
     /// not fit 64 bits, each with a clear `JSONError`. Any top-level value is accepted.
-    public static func parse(_ bytes: some Collection<UInt8>, limits: JSONLimits = .default) throws(JSONError) -> JSON {
+    static func parse(_ bytes: some Collection<UInt8>, limits: JSONLimits = .default) throws(JSONError) -> JSON {
         guard bytes.count <= limits.maxBytes else {
             throw JSONError(kind: .tooLarge, message: "document exceeds \(limits.maxBytes) bytes")
         }
@@ -27,7 +27,7 @@ extension JSON {
     }
 
     /// Parses a Swift string (UTF-8) with the same rules as `parse(_:limits:)`.
-    public static func parse(_ text: String, limits: JSONLimits = .default) throws(JSONError) -> JSON {
+    static func parse(_ text: String, limits: JSONLimits = .default) throws(JSONError) -> JSON {
         try parse(Array(text.utf8), limits: limits)
     }
 
@@ -76,7 +76,7 @@ extension JSON {
 
     /// Compact UTF-8 serialization by jansson. Non-finite doubles (which JSON cannot
     /// express) are written as null.
-    public func serialized() -> [UInt8] {
+    func serialized() -> [UInt8] {
         let root = makeJansson()
         defer { cjansson_decref(root) }
         let flags = JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17)
@@ -88,7 +88,7 @@ extension JSON {
     }
 
     /// `serialized()` as a String.
-    public func serializedString() -> String {
+    func serializedString() -> String {
         String(decoding: serialized(), as: UTF8.self)
     }
 

@@ -1,6 +1,6 @@
 /// A JSON value. Parsing and serialization are done by jansson (see `JSON+Jansson.swift`);
 /// this enum is the immutable, `Sendable` Swift view that domain code works with.
-public enum JSON: Sendable, Equatable {
+enum JSON: Sendable, Equatable {
     case null
     case bool(Bool)
     case int(Int64)
@@ -12,7 +12,7 @@ public enum JSON: Sendable, Equatable {
 
 /// A JSON object that keeps its keys in insertion order (for stable, readable output)
 /// while comparing like a dictionary (key order is not part of JSON's meaning).
-public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
+struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
     private struct Entry: Sendable, Equatable {
         var key: String
         var value: JSON
@@ -25,28 +25,28 @@ public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionary
     private var index: [String: Int]?
     private static let indexedAbove = 16
 
-    public init() {}
+    init() {}
 
-    public init(dictionaryLiteral elements: (String, JSON)...) {
+    init(dictionaryLiteral elements: (String, JSON)...) {
         entries.reserveCapacity(elements.count)
         for (key, value) in elements { self[key] = value }
     }
 
-    public init<S: Sequence>(_ pairs: S) where S.Element == (String, JSON) {
+    init<S: Sequence>(_ pairs: S) where S.Element == (String, JSON) {
         for (key, value) in pairs { self[key] = value }
     }
 
     /// Keys in insertion order.
-    public var keys: [String] { entries.map(\.key) }
-    public var count: Int { entries.count }
-    public var isEmpty: Bool { entries.isEmpty }
+    var keys: [String] { entries.map(\.key) }
+    var count: Int { entries.count }
+    var isEmpty: Bool { entries.isEmpty }
 
     private func position(of key: String) -> Int? {
         if let index { return index[key] }
         return entries.firstIndex { $0.key == key }
     }
 
-    public subscript(key: String) -> JSON? {
+    subscript(key: String) -> JSON? {
         get { position(of: key).map { entries[$0].value } }
         set {
             if let newValue {
@@ -73,12 +73,12 @@ public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionary
         self.index = index
     }
 
-    public func makeIterator() -> some IteratorProtocol<(key: String, value: JSON)> {
+    func makeIterator() -> some IteratorProtocol<(key: String, value: JSON)> {
         entries.lazy.map { (key: $0.key, value: $0.value) }.makeIterator()
     }
 
     /// Same members with equal values, in any order.
-    public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
+    static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
         lhs.count == rhs.count && lhs.entries.allSatisfy { rhs[$0.key] == $0.value }
     }
 }
@@ -87,26 +87,26 @@ public struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionary
 
 extension JSON {
     /// The member `key` of an object; nil for a missing key or a non-object.
-    public subscript(key: String) -> JSON? {
+    subscript(key: String) -> JSON? {
         if case .object(let object) = self { return object[key] }
         return nil
     }
 
     /// The element at `index` of an array; nil when out of range or not an array.
-    public subscript(index: Int) -> JSON? {
+    subscript(index: Int) -> JSON? {
         if case .array(let array) = self, array.indices.contains(index) { return array[index] }
         return nil
     }
 
-    public var isNull: Bool { if case .null = self { return true } else { return false } }
-    public var stringValue: String? { if case .string(let v) = self { return v } else { return nil } }
-    public var boolValue: Bool? { if case .bool(let v) = self { return v } else { return nil } }
-    public var arrayValue: [JSON]? { if case .array(let v) = self { return v } else { return nil } }
-    public var objectValue: JSONObject? { if case .object(let v) = self { return v } else { return nil } }
+    var isNull: Bool { if case .null = self { return true } else { return false } }
+    var stringValue: String? { if case .string(let v) = self { return v } else { return nil } }
+    var boolValue: Bool? { if case .bool(let v) = self { return v } else { return nil } }
+    var arrayValue: [JSON]? { if case .array(let v) = self { return v } else { return nil } }
+    var objectValue: JSONObject? { if case .object(let v) = self { return v } else { return nil } }
 
     /// Integers only; a JSON real with an integral value (`3.0`) also counts, since
     /// many producers cannot tell the two apart.
-    public var int64Value: Int64? {
+    var int64Value: Int64? {
         switch self {
         case .int(let v): return v
         case .double(let v) where v.rounded() == v && abs(v) < 9.0e15: return Int64(v)
@@ -114,10 +114,10 @@ extension JSON {
         }
     }
 
-    public var intValue: Int? { int64Value.flatMap { Int(exactly: $0) } }
+    var intValue: Int? { int64Value.flatMap { Int(exactly: $0) } }
 
     /// Any JSON number as a Double.
-    public var doubleValue: Double? {
+    var doubleValue: Double? {
         switch self {
         case .int(let v): return Double(v)
         case .double(let v): return v
@@ -126,7 +126,7 @@ extension JSON {
     }
 
     /// The JSON type name, for error messages ("expected string, got array").
-    public var typeName: String {
+    var typeName: String {
         switch self {
         case .null: return "null"
         case .bool: return "boolean"
@@ -144,21 +144,21 @@ extension JSON: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expressibl
     ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral,
     ExpressibleByDictionaryLiteral
 {
-    public init(nilLiteral: ()) { self = .null }
-    public init(booleanLiteral value: Bool) { self = .bool(value) }
-    public init(integerLiteral value: Int64) { self = .int(value) }
-    public init(floatLiteral value: Double) { self = .double(value) }
-    public init(stringLiteral value: String) { self = .string(value) }
-    public init(arrayLiteral elements: JSON...) { self = .array(elements) }
-    public init(dictionaryLiteral elements: (String, JSON)...) {
+    init(nilLiteral: ()) { self = .null }
+    init(booleanLiteral value: Bool) { self = .bool(value) }
+    init(integerLiteral value: Int64) { self = .int(value) }
+    init(floatLiteral value: Double) { self = .double(value) }
+    init(stringLiteral value: String) { self = .string(value) }
+    init(arrayLiteral elements: JSON...) { self = .array(elements) }
+    init(dictionaryLiteral elements: (String, JSON)...) {
         self = .object(JSONObject(elements))
     }
 }
 
 extension JSON {
     /// Convenience for optional values in built responses: nil becomes JSON null.
-    public init(_ value: String?) { self = value.map(JSON.string) ?? .null }
-    public init(_ value: Int64?) { self = value.map(JSON.int) ?? .null }
-    public init(_ value: Int?) { self = value.map { JSON.int(Int64($0)) } ?? .null }
-    public init(_ value: Bool?) { self = value.map(JSON.bool) ?? .null }
+    init(_ value: String?) { self = value.map(JSON.string) ?? .null }
+    init(_ value: Int64?) { self = value.map(JSON.int) ?? .null }
+    init(_ value: Int?) { self = value.map { JSON.int(Int64($0)) } ?? .null }
+    init(_ value: Bool?) { self = value.map(JSON.bool) ?? .null }
 }

@@ -1,32 +1,32 @@
 import Glibc
 import Synchronization
 
-public enum LogLevel: String, Sendable, Comparable, CaseIterable {
+enum LogLevel: String, Sendable, Comparable, CaseIterable {
     case debug, info, notice, warning, error, critical
 
     private var rank: Int { LogLevel.allCases.firstIndex(of: self)! }
-    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rank < rhs.rank }
+    static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rank < rhs.rank }
 }
 
 /// Where log lines go: a file opened O_APPEND (reopened on SIGUSR1 after rotation) or
 /// standard error. One `write(2)` per line, under a lock, so lines never interleave.
-public final class LogSink: Sendable {
+final class LogSink: Sendable {
     private struct State {
         var fd: Int32
         var path: String?
     }
 
     private let state: Mutex<State>
-    public let minimumLevel: LogLevel
+    let minimumLevel: LogLevel
 
     /// Logs to `path`, or to standard error when nil.
-    public init(path: String?, minimumLevel: LogLevel = .info) throws(FileIO.Error) {
+    init(path: String?, minimumLevel: LogLevel = .info) throws(FileIO.Error) {
         self.minimumLevel = minimumLevel
         let fd = try LogSink.open(path)
         self.state = Mutex(State(fd: fd, path: path))
     }
 
-    public static let standardError = try! LogSink(path: nil)
+    static let standardError = try! LogSink(path: nil)
 
     private static func open(_ path: String?) throws(FileIO.Error) -> Int32 {
         guard let path else { return STDERR_FILENO }
@@ -36,7 +36,7 @@ public final class LogSink: Sendable {
     }
 
     /// Reopens the file (after logrotate moved it). Keeps the old descriptor on failure.
-    public func reopen() {
+    func reopen() {
         state.withLock { state in
             guard let path = state.path, let fd = try? LogSink.open(path) else { return }
             if state.fd != STDERR_FILENO { close(state.fd) }
@@ -64,30 +64,30 @@ public final class LogSink: Sendable {
 /// A JSON-lines logger: `{"ts":…,"level":…,"msg":…,"request.id":…,…}`. Values are plain
 /// strings or numbers chosen by the caller; never pass payloads, tokens or secrets.
 /// A value type: `with(_:_:)` returns a logger carrying extra metadata (e.g. the request id).
-public struct Logger: Sendable {
-    public let sink: LogSink
-    public private(set) var metadata: JSONObject
-    public let clock: any BillingClock
+struct Logger: Sendable {
+    let sink: LogSink
+    private(set) var metadata: JSONObject
+    let clock: any BillingClock
 
-    public init(sink: LogSink, metadata: JSONObject = [:], clock: any BillingClock = SystemClock()) {
+    init(sink: LogSink, metadata: JSONObject = [:], clock: any BillingClock = SystemClock()) {
         self.sink = sink
         self.metadata = metadata
         self.clock = clock
     }
 
-    public func with(_ key: String, _ value: JSON) -> Logger {
+    func with(_ key: String, _ value: JSON) -> Logger {
         var copy = self
         copy.metadata[key] = value
         return copy
     }
 
-    public func log(_ level: LogLevel, _ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) {
+    func log(_ level: LogLevel, _ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) {
         guard level >= sink.minimumLevel else { return }
         write(level, message) { line in for (key, value) in fields { line[key] = value } }
     }
 
     /// The same, with fields already gathered in an object.
-    public func log(_ level: LogLevel, _ message: String, fields: JSONObject) {
+    func log(_ level: LogLevel, _ message: String, fields: JSONObject) {
         guard level >= sink.minimumLevel else { return }
         write(level, message) { line in for (key, value) in fields { line[key] = value } }
     }
@@ -102,11 +102,13 @@ public struct Logger: Sendable {
     }
 
     /// A logger writing to standard error (before a log file is configured, and in tests).
-    public static let standardError = Logger(sink: .standardError)
+    static let standardError = Logger(sink: .standardError)
+    /// Writes nothing (tests, and servers built without a log).
+    static let discarding = Logger(sink: try! LogSink(path: "/dev/null"), metadata: [:])
 
-    public func debug(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.debug, message, fields) }
-    public func info(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.info, message, fields) }
-    public func notice(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.notice, message, fields) }
-    public func warning(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.warning, message, fields) }
-    public func error(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.error, message, fields) }
+    func debug(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.debug, message, fields) }
+    func info(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.info, message, fields) }
+    func notice(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.notice, message, fields) }
+    func warning(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.warning, message, fields) }
+    func error(_ message: String, _ fields: KeyValuePairs<String, JSON> = [:]) { log(.error, message, fields) }
 }

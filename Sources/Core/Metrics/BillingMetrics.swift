@@ -1,16 +1,15 @@
 /// Counters of what the domain layers decide (webhook outcomes, usage decisions, database
-/// errors and retries), process-wide so each layer counts where it knows the outcome,
-/// without plumbing. Fixed label sets, so every counter is preallocated and counting is
+/// errors and retries): one instance per process, made by the composition root and handed
+/// to whoever counts. Fixed label sets, so every counter is preallocated and counting is
 /// one relaxed atomic add (no lock, no allocation).
-public final class BillingMetrics: Sendable {
-    public static let shared = BillingMetrics()
+final class BillingMetrics: Sendable {
 
-    public enum WebhookProvider: String, CaseIterable, Sendable {
+    enum WebhookProvider: String, CaseIterable, Sendable {
         case revenuecat, apple
     }
 
     /// What became of one webhook delivery (or posted transaction).
-    public enum WebhookOutcome: String, CaseIterable, Sendable {
+    enum WebhookOutcome: String, CaseIterable, Sendable {
         /// Recorded and folded into a known user's access.
         case applied
         /// Already in the inbox: answered again, nothing written.
@@ -25,7 +24,7 @@ public final class BillingMetrics: Sendable {
         case rejected
     }
 
-    public enum UsageDecision: String, CaseIterable, Sendable {
+    enum UsageDecision: String, CaseIterable, Sendable {
         /// Recorded within the allowance.
         case allowed
         /// Recorded over the allowance (observe mode).
@@ -34,7 +33,7 @@ public final class BillingMetrics: Sendable {
         case refused
     }
 
-    public enum DatabaseErrorKind: String, CaseIterable, Sendable {
+    enum DatabaseErrorKind: String, CaseIterable, Sendable {
         /// Connection refused or lost (answered 503).
         case unavailable
         /// Deadlock or lock wait timeout still failing after the bounded retries (503).
@@ -47,31 +46,31 @@ public final class BillingMetrics: Sendable {
     private let usage: [MetricCounter]
     private let databaseErrors: [MetricCounter]
     /// Transactions rolled back and run again after a deadlock or lock wait timeout.
-    public let databaseRetries = MetricCounter()
+    let databaseRetries = MetricCounter()
     /// Access snapshots served from the snapshot cache, and those read in full.
-    public let snapshotCacheHits = MetricCounter()
-    public let snapshotCacheMisses = MetricCounter()
+    let snapshotCacheHits = MetricCounter()
+    let snapshotCacheMisses = MetricCounter()
 
-    public init() {
+    init() {
         webhooks = (0..<(WebhookProvider.allCases.count * WebhookOutcome.allCases.count)).map { _ in MetricCounter() }
         usage = UsageDecision.allCases.map { _ in MetricCounter() }
         databaseErrors = DatabaseErrorKind.allCases.map { _ in MetricCounter() }
     }
 
-    public func webhook(_ provider: WebhookProvider, _ outcome: WebhookOutcome) {
+    func webhook(_ provider: WebhookProvider, _ outcome: WebhookOutcome) {
         webhookCounter(provider, outcome).add()
     }
 
-    public func usageDecision(_ decision: UsageDecision) {
+    func usageDecision(_ decision: UsageDecision) {
         usage[UsageDecision.allCases.firstIndex(of: decision)!].add()
     }
 
-    public func databaseError(_ kind: DatabaseErrorKind) {
+    func databaseError(_ kind: DatabaseErrorKind) {
         databaseErrors[DatabaseErrorKind.allCases.firstIndex(of: kind)!].add()
     }
 
     /// Counts `error` when it is a database error (called where errors meet the client).
-    public func databaseError(from error: any Error) {
+    func databaseError(from error: any Error) {
         guard let error = error as? DatabaseError else { return }
         databaseError(error.isUnavailable ? .unavailable : error.isDeadlockOrLockWait ? .lockConflict : .other)
     }
@@ -83,7 +82,7 @@ public final class BillingMetrics: Sendable {
     }
 
     /// Every counter as samples (zeros included, so rates start from a baseline).
-    public func samples() -> [MetricSample] {
+    func samples() -> [MetricSample] {
         var samples: [MetricSample] = []
         for provider in WebhookProvider.allCases {
             for outcome in WebhookOutcome.allCases {

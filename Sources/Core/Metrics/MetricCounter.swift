@@ -2,47 +2,47 @@ import Glibc
 import Synchronization
 
 /// One monotonically increasing counter: a relaxed atomic add on the hot path, no lock.
-public final class MetricCounter: Sendable {
+final class MetricCounter: Sendable {
     private let value = Atomic<Int>(0)
 
-    public init() {}
+    init() {}
 
-    public func add(_ amount: Int = 1) { value.add(amount, ordering: .relaxed) }
-    public var current: Int { value.load(ordering: .relaxed) }
+    func add(_ amount: Int = 1) { value.add(amount, ordering: .relaxed) }
+    var current: Int { value.load(ordering: .relaxed) }
 }
 
 /// A gauge that goes up and down (busy threads).
-public final class MetricGauge: Sendable {
+final class MetricGauge: Sendable {
     private let value = Atomic<Int>(0)
 
-    public init() {}
+    init() {}
 
-    public func increment() { value.add(1, ordering: .relaxed) }
-    public func decrement() { value.subtract(1, ordering: .relaxed) }
-    public func set(_ newValue: Int) { value.store(newValue, ordering: .relaxed) }
-    public var current: Int { value.load(ordering: .relaxed) }
+    func increment() { value.add(1, ordering: .relaxed) }
+    func decrement() { value.subtract(1, ordering: .relaxed) }
+    func set(_ newValue: Int) { value.store(newValue, ordering: .relaxed) }
+    var current: Int { value.load(ordering: .relaxed) }
 }
 
 /// A latency histogram with fixed bucket bounds (seconds); observations are microseconds,
 /// so every field is an integer atomic.
-public final class MetricHistogram: Sendable {
+final class MetricHistogram: Sendable {
     /// Upper bounds in seconds (Prometheus `le`), without `+Inf`.
-    public static let defaultBounds: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    static let defaultBounds: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
-    public let bounds: [Double]
+    let bounds: [Double]
     private let boundsMicroseconds: [Int]
     /// Non-cumulative counts per bucket; the last one is `+Inf`.
     private let buckets: [MetricCounter]
     private let sumMicroseconds = MetricCounter()
     private let observations = MetricCounter()
 
-    public init(bounds: [Double] = MetricHistogram.defaultBounds) {
+    init(bounds: [Double] = MetricHistogram.defaultBounds) {
         self.bounds = bounds
         self.boundsMicroseconds = bounds.map { Int(($0 * 1_000_000).rounded()) }
         self.buckets = (0...bounds.count).map { _ in MetricCounter() }
     }
 
-    public func observe(microseconds: Int) {
+    func observe(microseconds: Int) {
         let value = max(0, microseconds)
         var index = boundsMicroseconds.count
         for (i, bound) in boundsMicroseconds.enumerated() where value <= bound {
@@ -55,7 +55,7 @@ public final class MetricHistogram: Sendable {
     }
 
     /// Cumulative counts per bound, then `+Inf`; sum in seconds; count.
-    public var snapshot: (cumulative: [Int], sumSeconds: Double, count: Int) {
+    var snapshot: (cumulative: [Int], sumSeconds: Double, count: Int) {
         var running = 0
         var cumulative: [Int] = []
         for bucket in buckets {
@@ -67,7 +67,7 @@ public final class MetricHistogram: Sendable {
 }
 
 /// Microseconds of the monotonic clock, for request latency.
-public func monotonicMicroseconds() -> Int {
+func monotonicMicroseconds() -> Int {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Int(ts.tv_sec) * 1_000_000 + Int(ts.tv_nsec) / 1000

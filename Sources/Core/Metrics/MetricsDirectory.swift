@@ -5,31 +5,31 @@ import Synchronization
 /// rename every second) and where the metrics route, `system.health` and
 /// `scripts/workerctl status` read all of them back. One file per worker, written only by
 /// that worker: no locking between processes, and a reader never sees a torn file.
-public struct MetricsDirectory: Sendable {
-    public let path: String
+struct MetricsDirectory: Sendable {
+    let path: String
     /// A snapshot older than this (or of a process that is gone) is a dead worker's leftover.
-    public var maxAgeMilliseconds: Int64 = 10_000
+    var maxAgeMilliseconds: Int64 = 10_000
 
-    public init(path: String) { self.path = path }
+    init(path: String) { self.path = path }
 
     /// The default next to a socket: `/run/x/worker-1.sock` → `/run/x/metrics`.
-    public static func beside(socketPath: String) -> MetricsDirectory {
+    static func beside(socketPath: String) -> MetricsDirectory {
         var parts = socketPath.split(separator: "/", omittingEmptySubsequences: false)
         parts.removeLast()
         let directory = parts.isEmpty ? "." : parts.joined(separator: "/")
         return MetricsDirectory(path: (directory.isEmpty ? "" : directory) + "/metrics")
     }
 
-    public func file(for worker: String) -> String { "\(path)/\(worker).json" }
+    func file(for worker: String) -> String { "\(path)/\(worker).json" }
 
     /// Creates the directory (mode 0750) when missing.
-    public func create() {
+    func create() {
         mkdir(path, 0o750)
     }
 
     /// Writes `snapshot` to a temporary file and renames it over the worker's file.
     @discardableResult
-    public func publish(_ snapshot: WorkerSnapshot) -> Bool {
+    func publish(_ snapshot: WorkerSnapshot) -> Bool {
         let target = file(for: snapshot.worker)
         let temporary = target + ".tmp"
         var bytes = snapshot.json.serialized()
@@ -47,13 +47,13 @@ public struct MetricsDirectory: Sendable {
         return rename(temporary, target) == 0
     }
 
-    public func remove(worker: String) {
+    func remove(worker: String) {
         unlink(file(for: worker))
     }
 
     /// Every fresh snapshot, by worker name. Skips stale files, files of processes that no
     /// longer exist, and anything unreadable.
-    public func readAll(now: Timestamp) -> [WorkerSnapshot] {
+    func readAll(now: Timestamp) -> [WorkerSnapshot] {
         guard let names = try? FileIO.list(path) else { return [] }
         var snapshots: [WorkerSnapshot] = []
         for name in names where name.hasSuffix(".json") {
@@ -69,7 +69,7 @@ public struct MetricsDirectory: Sendable {
 
 /// A background thread of a worker process publishing its snapshot every `interval`, and
 /// removing it on a graceful stop.
-public final class MetricsPublisher: Sendable {
+final class MetricsPublisher: Sendable {
     private let metrics: WorkerMetrics
     private let directory: MetricsDirectory
     private let clock: any BillingClock
@@ -78,7 +78,7 @@ public final class MetricsPublisher: Sendable {
     /// stopped worker never leaves its file behind. Taken once a second, never by requests.
     private let stopped = Mutex<Bool>(false)
 
-    public init(metrics: WorkerMetrics, directory: MetricsDirectory, clock: any BillingClock = SystemClock(),
+    init(metrics: WorkerMetrics, directory: MetricsDirectory, clock: any BillingClock = SystemClock(),
                 intervalMilliseconds: Int = 1000) {
         self.metrics = metrics
         self.directory = directory
@@ -87,10 +87,10 @@ public final class MetricsPublisher: Sendable {
     }
 
     /// Publishes once at once, then every interval on a detached thread.
-    public func start() -> Bool {
+    func start() -> Bool {
         directory.create()
         publishOnce()
-        return startDetachedThread { [self] in
+        return PosixThread.detach { [self] in
             while true {
                 usleep(intervalMicroseconds)
                 guard publishOnce() else { return }
@@ -100,7 +100,7 @@ public final class MetricsPublisher: Sendable {
 
     /// Publishes now unless stopped; false once stopped.
     @discardableResult
-    public func publishOnce() -> Bool {
+    func publishOnce() -> Bool {
         stopped.withLock { stopped in
             guard !stopped else { return false }
             directory.publish(metrics.snapshot(now: clock.now()))
@@ -108,7 +108,7 @@ public final class MetricsPublisher: Sendable {
         }
     }
 
-    public func stop() {
+    func stop() {
         stopped.withLock { stopped in
             stopped = true
             directory.remove(worker: metrics.worker)

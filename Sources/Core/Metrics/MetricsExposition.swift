@@ -1,11 +1,11 @@
 /// One sample: a metric name (with `_bucket`/`_sum`/`_count` for histograms), its labels
 /// and value.
-public struct MetricSample: Sendable, Equatable {
-    public var name: String
-    public var labels: [(String, String)]
-    public var value: Double
+struct MetricSample: Sendable, Equatable {
+    var name: String
+    var labels: [(String, String)]
+    var value: Double
 
-    public init(_ name: String, _ labels: KeyValuePairs<String, String>, _ value: Double) {
+    init(_ name: String, _ labels: KeyValuePairs<String, String>, _ value: Double) {
         self.name = name
         self.labels = labels.map { ($0.key, $0.value) }
         self.value = value
@@ -17,13 +17,13 @@ public struct MetricSample: Sendable, Equatable {
         self.value = value
     }
 
-    public static func == (lhs: MetricSample, rhs: MetricSample) -> Bool {
+    static func == (lhs: MetricSample, rhs: MetricSample) -> Bool {
         lhs.name == rhs.name && lhs.value == rhs.value
             && lhs.labels.map(\.0) == rhs.labels.map(\.0) && lhs.labels.map(\.1) == rhs.labels.map(\.1)
     }
 
     /// Prometheus number formatting: integers without a fraction, `+Inf`, `NaN`.
-    public static func format(_ value: Double) -> String {
+    static func format(_ value: Double) -> String {
         if value.isNaN { return "NaN" }
         if value.isInfinite { return value > 0 ? "+Inf" : "-Inf" }
         if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
@@ -32,17 +32,17 @@ public struct MetricSample: Sendable, Equatable {
 }
 
 /// A worker's published state: identity, liveness, and all its samples.
-public struct WorkerSnapshot: Sendable, Equatable {
-    public var worker: String
-    public var pid: Int
-    public var startedAt: Timestamp
-    public var publishedAt: Timestamp
-    public var threads: Int
-    public var busy: Int
-    public var requestsServed: Int
-    public var samples: [MetricSample]
+struct WorkerSnapshot: Sendable, Equatable {
+    var worker: String
+    var pid: Int
+    var startedAt: Timestamp
+    var publishedAt: Timestamp
+    var threads: Int
+    var busy: Int
+    var requestsServed: Int
+    var samples: [MetricSample]
 
-    public var json: JSON {
+    var json: JSON {
         [
             "worker": .string(worker), "pid": .int(Int64(pid)), "startedAt": .string(startedAt.iso8601),
             "startedAtMs": .int(startedAt.millisecondsSinceEpoch), "publishedAtMs": .int(publishedAt.millisecondsSinceEpoch),
@@ -55,7 +55,7 @@ public struct WorkerSnapshot: Sendable, Equatable {
     }
 
     /// Reads `json` (as written by `json`); nil when it is not a snapshot.
-    public init?(json: JSON) {
+    init?(json: JSON) {
         guard let worker = json["worker"]?.stringValue, let pid = json["pid"]?.intValue,
               let started = json["startedAtMs"]?.int64Value, let published = json["publishedAtMs"]?.int64Value,
               let threads = json["threads"]?.intValue, let busy = json["busy"]?.intValue,
@@ -72,7 +72,7 @@ public struct WorkerSnapshot: Sendable, Equatable {
                   requestsServed: served, samples: samples)
     }
 
-    public init(worker: String, pid: Int, startedAt: Timestamp, publishedAt: Timestamp, threads: Int, busy: Int,
+    init(worker: String, pid: Int, startedAt: Timestamp, publishedAt: Timestamp, threads: Int, busy: Int,
                 requestsServed: Int, samples: [MetricSample]) {
         self.worker = worker
         self.pid = pid
@@ -85,7 +85,7 @@ public struct WorkerSnapshot: Sendable, Equatable {
     }
 
     /// For `system.health` and `scripts/workerctl status`.
-    public func summary(now: Timestamp) -> JSON {
+    func summary(now: Timestamp) -> JSON {
         [
             "worker": .string(worker), "pid": .int(Int64(pid)), "startedAt": .string(startedAt.iso8601),
             "uptimeSeconds": .int(max(0, now.millisecondsSinceEpoch - startedAt.millisecondsSinceEpoch) / 1000),
@@ -97,17 +97,17 @@ public struct WorkerSnapshot: Sendable, Equatable {
 
 /// The Prometheus text exposition (format 0.0.4) of several workers' snapshots: each
 /// family once with its HELP and TYPE, every sample labelled with its `worker`.
-public enum MetricsExposition {
-    public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+enum MetricsExposition {
+    static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
-    public struct Family: Sendable {
-        public let name: String
-        public let type: String
-        public let help: String
+    struct Family: Sendable {
+        let name: String
+        let type: String
+        let help: String
     }
 
     /// Every family a worker publishes, in exposition order.
-    public static let families: [Family] = [
+    static let families: [Family] = [
         Family(name: "billing_http_requests_total", type: "counter", help: "Requests answered, by route pattern and HTTP status."),
         Family(name: "billing_http_request_duration_seconds", type: "histogram", help: "Time from accept to the last byte written, by route pattern."),
         Family(name: "billing_webhook_events_total", type: "counter", help: "Webhook deliveries and posted transactions by provider and outcome (applied, duplicate, unmatched, ignored, quarantined, rejected)."),
@@ -129,7 +129,7 @@ public enum MetricsExposition {
         return sampleName
     }
 
-    public static func render(_ snapshots: [WorkerSnapshot]) -> String {
+    static func render(_ snapshots: [WorkerSnapshot]) -> String {
         var byFamily: [String: [String]] = [:]
         var pidLines: [String] = []
         for snapshot in snapshots.sorted(by: { $0.worker < $1.worker }) {

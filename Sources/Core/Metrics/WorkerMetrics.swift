@@ -3,9 +3,9 @@ import Glibc
 /// The request-level metrics of one worker process: requests by route and status, latency
 /// per route, busy threads and requests served. Routes are the router's patterns, known at
 /// start-up, so the per-route tables are built once and only read afterwards (no lock).
-public final class WorkerMetrics: Sendable {
+final class WorkerMetrics: Sendable {
     /// Route label of a path that matched no route.
-    public static let unmatchedRoute = "unmatched"
+    static let unmatchedRoute = "unmatched"
     /// Statuses counted individually; anything else is counted under "other".
     static let statuses: [Int] = [200, 201, 202, 204, 304, 400, 401, 402, 403, 404, 405, 409, 413, 422, 429, 500, 501, 502, 503, 504]
 
@@ -16,16 +16,19 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// `worker` label: the socket's file name without `.sock` (e.g. `worker-2`).
-    public let worker: String
-    public let threads: Int
-    public let processID: Int32
-    public let startedAt: Timestamp
-    public let busy = MetricGauge()
-    public let served = MetricCounter()
+    let worker: String
+    let threads: Int
+    let processID: Int32
+    let startedAt: Timestamp
+    let busy = MetricGauge()
+    let served = MetricCounter()
     private let routes: [String: RouteTable]
     private let routeOrder: [String]
+    /// The domain layers' counters of this process, published beside the worker's own.
+    let domain: BillingMetrics
 
-    public init(worker: String, threads: Int, routes: [String], startedAt: Timestamp) {
+    init(worker: String, threads: Int, routes: [String], startedAt: Timestamp, domain: BillingMetrics = BillingMetrics()) {
+        self.domain = domain
         self.worker = worker
         self.threads = threads
         self.processID = getpid()
@@ -38,22 +41,22 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// The `worker` label for a socket path: `/run/x/worker-2.sock` → `worker-2`.
-    public static func workerName(socketPath: String) -> String {
+    static func workerName(socketPath: String) -> String {
         var name = socketPath.split(separator: "/").last.map(String.init) ?? socketPath
         if name.hasSuffix(".sock") { name.removeLast(5) }
         return name.isEmpty ? "worker" : name
     }
 
     /// Records one answered request. `route` is the matched pattern (or nil).
-    public func record(route: String?, status: Int, microseconds: Int) {
+    func record(route: String?, status: Int, microseconds: Int) {
         let table = routes[route ?? WorkerMetrics.unmatchedRoute] ?? routes[WorkerMetrics.unmatchedRoute]!
         let index = WorkerMetrics.statuses.firstIndex(of: status) ?? WorkerMetrics.statuses.count
         table.byStatus[index].add()
         table.latency.observe(microseconds: microseconds)
     }
 
-    /// Everything this process counts (its own and `BillingMetrics.shared`) as samples.
-    public func samples(domain: BillingMetrics = .shared) -> [MetricSample] {
+    /// Everything this process counts (its own and the domain's) as samples.
+    func samples() -> [MetricSample] {
         var samples: [MetricSample] = []
         for route in routeOrder {
             let table = routes[route]!
@@ -83,8 +86,8 @@ public final class WorkerMetrics: Sendable {
 
     /// What is published to the metrics directory and read back by the metrics route,
     /// `system.health` and `scripts/workerctl status`.
-    public func snapshot(now: Timestamp, domain: BillingMetrics = .shared) -> WorkerSnapshot {
+    func snapshot(now: Timestamp) -> WorkerSnapshot {
         WorkerSnapshot(worker: worker, pid: Int(processID), startedAt: startedAt, publishedAt: now, threads: threads,
-                       busy: busy.current, requestsServed: served.current, samples: samples(domain: domain))
+                       busy: busy.current, requestsServed: served.current, samples: samples())
     }
 }

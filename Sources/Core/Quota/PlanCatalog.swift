@@ -1,27 +1,27 @@
 import Synchronization
 
 /// A published contract with its number and the instant it took effect.
-public struct PublishedPlan: Sendable, Equatable {
-    public var version: Int
-    public var contract: PlanContract
-    public var publishedAt: Timestamp
+struct PublishedPlan: Sendable, Equatable {
+    var version: Int
+    var contract: PlanContract
+    var publishedAt: Timestamp
 }
 
 /// The plan versions, cached per process for at most `ttlMilliseconds` (they only ever
 /// gain rows, so a short TTL is all the invalidation needed across worker processes).
-public final class PlanCatalog: Sendable {
+final class PlanCatalog: Sendable {
     private struct Cache {
         var loadedAt: Int64
         var plans: [PublishedPlan]
     }
 
     private let cache = Mutex<Cache?>(nil)
-    public let ttlMilliseconds: Int64
+    let ttlMilliseconds: Int64
 
-    public init(ttlMilliseconds: Int64 = 1000) { self.ttlMilliseconds = ttlMilliseconds }
+    init(ttlMilliseconds: Int64 = 1000) { self.ttlMilliseconds = ttlMilliseconds }
 
     /// All versions, oldest first (at least version 1, shipped by migration 006).
-    public func plans(on db: DatabaseConnection) throws -> [PublishedPlan] {
+    func plans(on db: DatabaseConnection) throws -> [PublishedPlan] {
         let now = monotonicMilliseconds()
         if let cached = cache.withLock({ $0 }), now - cached.loadedAt < ttlMilliseconds { return cached.plans }
         var plans: [PublishedPlan] = []
@@ -34,12 +34,12 @@ public final class PlanCatalog: Sendable {
         return plans
     }
 
-    public func invalidate() { cache.withLock { $0 = nil } }
+    func invalidate() { cache.withLock { $0 = nil } }
 
     /// The version in effect at `instant`: the newest published at or before it (the
     /// oldest when `instant` predates them all). Windows use the version of their start,
     /// so a new version applies to new windows and never rewrites a running one.
-    public static func plan(in plans: [PublishedPlan], at instant: Timestamp) -> PublishedPlan {
+    static func plan(in plans: [PublishedPlan], at instant: Timestamp) -> PublishedPlan {
         plans.last { $0.publishedAt <= instant } ?? plans[0]
     }
 }

@@ -8,40 +8,40 @@
 ///            "plus": {...}, "pro": {...}}}
 /// ```
 /// A meter absent from a tier is not available in it (limit 0); `"limit": null` is unlimited.
-public struct PlanContract: Sendable, Equatable {
+struct PlanContract: Sendable, Equatable {
     /// The tiers a contract must define: `trial` is the store trial of a paid tier.
-    public enum PlanTier: String, Sendable, CaseIterable {
+    enum PlanTier: String, Sendable, CaseIterable {
         case free, trial, plus, pro
     }
 
-    public enum Window: Sendable, Equatable {
+    enum Window: Sendable, Equatable {
         /// Fixed windows of this many days, anchored at the user's sign-up.
         case days(Int)
         /// The whole trial period, counted once.
         case trial
     }
 
-    public struct Meter: Sendable, Equatable {
+    struct Meter: Sendable, Equatable {
         /// nil = unlimited.
-        public var limit: Int64?
-        public var window: Window
+        var limit: Int64?
+        var window: Window
         /// The paywall placement the app shows when this meter refuses (402).
-        public var placement: String?
+        var placement: String?
     }
 
-    public struct TierPlan: Sendable, Equatable {
-        public var capabilities: [String]
-        public var meters: [String: Meter]
+    struct TierPlan: Sendable, Equatable {
+        var capabilities: [String]
+        var meters: [String: Meter]
     }
 
-    public var tiers: [PlanTier: TierPlan]
-    public var description: String?
+    var tiers: [PlanTier: TierPlan]
+    var description: String?
 
     /// Every meter named by any tier, sorted.
-    public var meterNames: [String] { Set(tiers.values.flatMap(\.meters.keys)).sorted() }
+    var meterNames: [String] { Set(tiers.values.flatMap(\.meters.keys)).sorted() }
 
     /// Validates `json` fully; every problem is reported with its path.
-    public init(json: JSON) throws(PlanContractError) {
+    init(json: JSON) throws(PlanContractError) {
         var problems: [String] = []
         guard let root = json.objectValue, let tiersJSON = root["tiers"]?.objectValue else {
             throw PlanContractError(problems: ["tiers: required object"])
@@ -118,7 +118,7 @@ public struct PlanContract: Sendable, Equatable {
     }
 
     /// The contract as stored and served (keys sorted for a stable text).
-    public var json: JSON {
+    var json: JSON {
         var tiersObject = JSONObject()
         for tier in PlanTier.allCases {
             guard let plan = tiers[tier] else { continue }
@@ -142,7 +142,7 @@ public struct PlanContract: Sendable, Equatable {
     }
 }
 
-public struct PlanContractError: Error, Sendable, CustomStringConvertible {
-    public let problems: [String]
-    public var description: String { "invalid plan contract: " + problems.joined(separator: "; ") }
+struct PlanContractError: Error, Sendable, CustomStringConvertible {
+    let problems: [String]
+    var description: String { "invalid plan contract: " + problems.joined(separator: "; ") }
 }

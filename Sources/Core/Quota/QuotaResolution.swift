@@ -7,17 +7,17 @@
 /// generous among the sources, with that source's window. So a trial never lowers what a
 /// paid period, a grant or a campaign already gives, and two trials or a grant over a paid
 /// period never add up (no double credit: one limit per meter, the largest).
-public enum QuotaResolution {
+enum QuotaResolution {
     /// One source of access in force, as the plan contract sees it.
-    public struct Source: Sendable, Equatable {
-        public var tier: Tier
+    struct Source: Sendable, Equatable {
+        var tier: Tier
         /// The store trial's period when this source is a store trial (the contract's
         /// `trial` tier applies to it, with this period as its `"trial"` window).
-        public var trialStartsAt: Timestamp?
-        public var trialEndsAt: Timestamp?
-        public var isTrial: Bool
+        var trialStartsAt: Timestamp?
+        var trialEndsAt: Timestamp?
+        var isTrial: Bool
 
-        public init(tier: Tier, isTrial: Bool = false, trialStartsAt: Timestamp? = nil, trialEndsAt: Timestamp? = nil) {
+        init(tier: Tier, isTrial: Bool = false, trialStartsAt: Timestamp? = nil, trialEndsAt: Timestamp? = nil) {
             self.tier = tier
             self.isTrial = isTrial
             self.trialStartsAt = trialStartsAt
@@ -25,7 +25,7 @@ public enum QuotaResolution {
         }
 
         /// The contract tier whose meters this source gives.
-        public var planTier: PlanContract.PlanTier {
+        var planTier: PlanContract.PlanTier {
             if isTrial { return .trial }
             switch tier {
             case .free: return .free
@@ -53,7 +53,7 @@ public enum QuotaResolution {
 
     /// The plan for `sources` at `now`; no source in force is the free tier.
     /// - Parameter anchor: the user's sign-up, where windows of N days start.
-    public static func plan(sources: [Source], plans: [PublishedPlan], anchor: Timestamp, now: Timestamp) -> QuotaPlan {
+    static func plan(sources: [Source], plans: [PublishedPlan], anchor: Timestamp, now: Timestamp) -> QuotaPlan {
         let current = PlanCatalog.plan(in: plans, at: now)
         var inForce = sources.filter { $0.tier > .free }
         if inForce.isEmpty { inForce = [Source(tier: .free)] }
@@ -126,7 +126,7 @@ public enum QuotaResolution {
 extension AccessSnapshot {
     /// Every source of access in force at `serverTime` as the plan sees it: each store
     /// subscription granting access (a trial as a trial) and each grant and campaign.
-    public var planSources: [QuotaResolution.Source] {
+    var planSources: [QuotaResolution.Source] {
         var result = storeInForce.map { s in
             QuotaResolution.Source(tier: s.tier ?? .free, isTrial: s.isTrialInForce(at: serverTime),
                                    trialStartsAt: s.trialStartsAt, trialEndsAt: s.trialEndsAt)
@@ -138,7 +138,7 @@ extension AccessSnapshot {
 
 extension SubscriptionState {
     /// Whether this subscription is in a store trial that gives access at `now`.
-    public func isTrialInForce(at now: Timestamp) -> Bool {
+    func isTrialInForce(at now: Timestamp) -> Bool {
         inTrialPeriod && grantsAccess(at: now) && (phase == .trial || phase == .canceled)
     }
 }

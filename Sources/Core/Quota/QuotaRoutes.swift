@@ -1,9 +1,16 @@
 /// `POST /api/v1/billing/usage` and `GET /api/v1/billing/plans`.
-public enum QuotaRoutes {
+enum QuotaRoutes {
+    /// What the quota routes need of their request context.
+    protocol Context: AuthenticatedRequestContext, DatabaseRequestContext {
+        var plans: PlanCatalog { get }
+        var flags: FlagCache { get }
+        var metrics: BillingMetrics { get }
+    }
+
     /// `{meter, amount, idempotencyKey}` with a Bearer ID token. The same key answers the
     /// first answer again and never counts twice; enforce mode answers 402
     /// `{"error": {"code": "quota_exceeded", "meter", "placement", ...}}` and records nothing.
-    public static func usage(_ request: HTTPRequest, _ context: RequestContext) throws -> HTTPResponse {
+    static func usage(_ request: HTTPRequest, _ context: some Context) throws -> HTTPResponse {
         let userId = try context.authenticatedUser(request)
         let body = try request.jsonBody(limits: JSONLimits(maxBytes: 16_384, maxDepth: 8))
         let reader = try PayloadReader(body, path: "")
@@ -15,20 +22,20 @@ public enum QuotaRoutes {
         }
         let db = try context.requireDatabase()
         let now = context.clock.now()
-        let plans = try context.services.plans.plans(on: db)
+        let plans = try context.plans.plans(on: db)
         guard PlanCatalog.plan(in: plans, at: now).contract.meterNames.contains(meter) else {
             throw PayloadError("meter", "unknown meter (GET /api/v1/billing/plans lists them)")
         }
         try UserDirectory.ensureKnownIfNeeded(userId, now: now, on: db)
         switch try QuotaService.consume(userId: userId, meter: meter, amount: amount, idempotencyKey: key, now: now,
-                                        services: context.services, on: db) {
+                                        plans: plans, enforcement: context.flags.current(on: db).enforcement, on: db) {
         case .recorded(let answer):
             let decision: BillingMetrics.UsageDecision = answer["overLimit"]?.boolValue == true ? .overLimit : .allowed
-            BillingMetrics.shared.usageDecision(decision)
+            context.metrics.usageDecision(decision)
             context.outcome = decision.rawValue
             return .json(.ok, answer)
         case .refused(let meter, let placement, let balance):
-            BillingMetrics.shared.usageDecision(.refused)
+            context.metrics.usageDecision(.refused)
             context.outcome = "quota_exceeded"
             context.logger.info("usage refused", ["usage.meter": .string(meter), "usage.outcome": "quota_exceeded"])
             return .json(.paymentRequired, ["error": [
@@ -39,9 +46,9 @@ public enum QuotaRoutes {
     }
 
     /// The plan contract in force (public, cacheable), for paywall copy.
-    public static func plans(_ request: HTTPRequest, _ context: RequestContext) throws -> HTTPResponse {
+    static func plans(_ request: HTTPRequest, _ context: some Context) throws -> HTTPResponse {
         let db = try context.requireDatabase()
-        let plan = PlanCatalog.plan(in: try context.services.plans.plans(on: db), at: context.clock.now())
+        let plan = PlanCatalog.plan(in: try context.plans.plans(on: db), at: context.clock.now())
         var response = HTTPResponse.json(.ok, ["planVersion": .int(Int64(plan.version)),
                                                "publishedAt": .string(plan.publishedAt.iso8601), "contract": plan.contract.json])
         response.headers["Cache-Control"] = "public, max-age=60"

@@ -1,26 +1,27 @@
 /// What the plan allows a user right now, and consuming it (SPEC §7).
-public struct QuotaStatus: Sendable, Equatable {
-    public var planVersion: Int
-    public var planTier: PlanContract.PlanTier
-    public var capabilities: [String]
-    public var balances: [MeterBalance]
-    public var enforcement: Enforcement
+struct QuotaStatus: Sendable, Equatable {
+    var planVersion: Int
+    var planTier: PlanContract.PlanTier
+    var capabilities: [String]
+    var balances: [MeterBalance]
+    var enforcement: Enforcement
 }
 
-public enum QuotaService {
+enum QuotaService {
     /// What the plan in force gives the snapshot's user: version, capabilities and each
     /// meter's limit and current window, from every source in force (`QuotaResolution`),
     /// without the usage (pure apart from the plan cache).
-    public static func plan(for snapshot: AccessSnapshot, services: BillingServices, on db: DatabaseConnection) throws -> QuotaPlan {
-        QuotaResolution.plan(sources: snapshot.planSources, plans: try services.plans.plans(on: db),
+    static func plan(for snapshot: AccessSnapshot, plans: [PublishedPlan]) -> QuotaPlan {
+        QuotaResolution.plan(sources: snapshot.planSources, plans: plans,
                              anchor: snapshot.userCreatedAt ?? snapshot.serverTime, now: snapshot.serverTime)
     }
 
     /// Plan version, capabilities and every meter's balance for the snapshot's user.
-    public static func status(for snapshot: AccessSnapshot, services: BillingServices, on db: DatabaseConnection) throws -> QuotaStatus {
-        let plan = try plan(for: snapshot, services: services, on: db)
+    static func status(for snapshot: AccessSnapshot, plans: [PublishedPlan], enforcement: Enforcement,
+                       on db: DatabaseConnection) throws -> QuotaStatus {
+        let plan = plan(for: snapshot, plans: plans)
         let used = try usage(userId: snapshot.userId, windows: plan.windows, on: db)
-        return plan.status(used: used, enforcement: services.flags.current(on: db).enforcement)
+        return plan.status(used: used, enforcement: enforcement)
     }
 
     /// Units used per meter, each within its own window, in one query.
@@ -41,7 +42,7 @@ public enum QuotaService {
     }
 
     /// The outcome of `POST /billing/usage`.
-    public enum Consumption: Sendable, Equatable {
+    enum Consumption: Sendable, Equatable {
         /// Recorded (or recorded earlier under the same key): the answer to send.
         case recorded(JSON)
         /// Refused in enforce mode; nothing was recorded.
@@ -51,8 +52,11 @@ public enum QuotaService {
     /// Records `amount` of `meter` for `userId` once per `idempotencyKey`. The user's access
     /// row lock serializes his consumptions, so in enforce mode concurrent consumers of the
     /// last unit cannot both succeed.
-    public static func consume(userId: String, meter: String, amount: Int64, idempotencyKey: String, now: Timestamp,
-                               services: BillingServices, on db: DatabaseConnection) throws -> Consumption {
+    /// - Parameters:
+    ///   - plans: the published plan versions (`PlanCatalog`).
+    ///   - enforcement: the `billing_flags` mode in force.
+    static func consume(userId: String, meter: String, amount: Int64, idempotencyKey: String, now: Timestamp,
+                        plans: [PublishedPlan], enforcement: Enforcement, on db: DatabaseConnection) throws -> Consumption {
         try db.transaction(retries: 3, isolation: .readCommitted) { db -> Consumption in
             if let replay = try previous(userId: userId, meter: meter, key: idempotencyKey, amount: amount, on: db) {
                 return .recorded(replay)
@@ -62,18 +66,16 @@ public enum QuotaService {
             if let replay = try previous(userId: userId, meter: meter, key: idempotencyKey, amount: amount, on: db) {
                 return .recorded(replay)
             }
-            let catalog = services.configuration.products
-            guard let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: { catalog[$0]?.cadence }, on: db) else {
-                throw APIError.unavailable()
+            // Cadence plays no part in quotas.
+            guard let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: { _ in nil }, on: db) else {
+                throw BillingError(.unavailable, "the user's access row is missing")
             }
-            let plans = try services.plans.plans(on: db)
             let plan = QuotaResolution.plan(sources: snapshot.planSources, plans: plans, anchor: snapshot.userCreatedAt ?? now, now: now)
             let definition = plan.meters.first { $0.name == meter }
             let window = definition?.window ?? QuotaWindow.current(.days(1), anchor: snapshot.userCreatedAt ?? now, now: now, trial: nil)
             let used = try usage(userId: userId, windows: [(meter, window)], on: db)[meter] ?? 0
             // A meter the contract knows but this tier lacks has a limit of 0.
             let balance = MeterBalance(meter: meter, limit: definition == nil ? 0 : definition!.limit, used: used, window: window)
-            let enforcement = services.flags.current(on: db).enforcement
             let over = !balance.allows(amount)
             if over && enforcement == .enforce {
                 return .refused(meter: meter, placement: definition?.placement, balance: balance)
@@ -102,37 +104,37 @@ public enum QuotaService {
             SELECT amount, response FROM usage_ledger WHERE user_id = \(userId) AND meter = \(meter) AND idempotency_key = \(key)
             """) else { return nil }
         guard try row.int64("amount") == amount else {
-            throw APIError.conflict("idempotencyKey was already used with a different amount", code: "idempotency_conflict")
+            throw BillingError(.idempotencyMismatch, "idempotencyKey was already used with a different amount")
         }
         return try row.json("response")
     }
 }
 
 /// The plan side of a user's quota status at one instant: everything but the usage.
-public struct QuotaPlan: Sendable, Equatable {
-    public var planVersion: Int
-    public var planTier: PlanContract.PlanTier
-    public var capabilities: [String]
-    public var meters: [Meter]
+struct QuotaPlan: Sendable, Equatable {
+    var planVersion: Int
+    var planTier: PlanContract.PlanTier
+    var capabilities: [String]
+    var meters: [Meter]
 
-    public struct Meter: Sendable, Equatable {
-        public var name: String
+    struct Meter: Sendable, Equatable {
+        var name: String
         /// nil = unlimited.
-        public var limit: Int64?
-        public var window: QuotaWindow
+        var limit: Int64?
+        var window: QuotaWindow
         /// The paywall placement the app shows when this meter refuses (402).
-        public var placement: String?
+        var placement: String?
         /// The contract version in effect at the window's start.
-        public var version: Int
+        var version: Int
         /// The contract tier that gives this limit (the most generous source's).
-        public var planTier: PlanContract.PlanTier
+        var planTier: PlanContract.PlanTier
     }
 
     /// Each meter's current window, for the usage query.
-    public var windows: [(meter: String, window: QuotaWindow)] { meters.map { ($0.name, $0.window) } }
+    var windows: [(meter: String, window: QuotaWindow)] { meters.map { ($0.name, $0.window) } }
 
     /// The status with `used` units per meter (a meter missing from it has used nothing).
-    public func status(used: [String: Int64], enforcement: Enforcement) -> QuotaStatus {
+    func status(used: [String: Int64], enforcement: Enforcement) -> QuotaStatus {
         QuotaStatus(planVersion: planVersion, planTier: planTier, capabilities: capabilities,
                     balances: meters.map { MeterBalance(meter: $0.name, limit: $0.limit, used: used[$0.name] ?? 0, window: $0.window) },
                     enforcement: enforcement)

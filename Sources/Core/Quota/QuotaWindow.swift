@@ -5,16 +5,16 @@
 /// They never restart on a plan change, an upgrade, a restore or a new version of the plan,
 /// so changing plan cannot grant a fresh allowance: a Plus user with 2 used who upgrades to
 /// Pro has 5 − 2 = 3 left in the same window. The trial window is the trial period itself.
-public struct QuotaWindow: Sendable, Equatable {
-    public var start: Timestamp
-    public var end: Timestamp
+struct QuotaWindow: Sendable, Equatable {
+    var start: Timestamp
+    var end: Timestamp
 
-    public init(start: Timestamp, end: Timestamp) {
+    init(start: Timestamp, end: Timestamp) {
         self.start = start
         self.end = end
     }
 
-    public static func current(_ window: PlanContract.Window, anchor: Timestamp, now: Timestamp,
+    static func current(_ window: PlanContract.Window, anchor: Timestamp, now: Timestamp,
                                trial: (start: Timestamp, end: Timestamp)?) -> QuotaWindow {
         switch window {
         case .trial:
@@ -34,34 +34,30 @@ public struct QuotaWindow: Sendable, Equatable {
 }
 
 /// One meter's balance as the snapshot shows it.
-public struct MeterBalance: Sendable, Equatable {
-    public var meter: String
+struct MeterBalance: Sendable, Equatable {
+    var meter: String
     /// nil = unlimited.
-    public var limit: Int64?
-    public var used: Int64
-    public var window: QuotaWindow
+    var limit: Int64?
+    var used: Int64
+    var window: QuotaWindow
 
-    public init(meter: String, limit: Int64?, used: Int64, window: QuotaWindow) {
+    init(meter: String, limit: Int64?, used: Int64, window: QuotaWindow) {
         self.meter = meter
         self.limit = limit
         self.used = used
         self.window = window
     }
 
-    public var remaining: Int64? { limit.map { max(0, $0 - used) } }
+    var remaining: Int64? { limit.map { max(0, $0 - used) } }
 
     /// Whether consuming `amount` more stays within the limit.
-    public func allows(_ amount: Int64) -> Bool {
+    func allows(_ amount: Int64) -> Bool {
         guard let limit else { return true }
         return used + amount <= limit
     }
 
-    public var json: JSON {
+    var json: JSON {
         ["limit": limit.map(JSON.int) ?? .null, "used": .int(used), "remaining": remaining.map(JSON.int) ?? .null,
          "windowStart": .string(window.start.iso8601), "resetsAt": .string(window.end.iso8601)]
     }
 }
-
-/// Enforcement of quotas (`flags.set {enforcement}`): observe records and reports
-/// `overLimit`; enforce refuses with 402 and records nothing.
-public typealias Enforcement = BillingFlags.Enforcement

@@ -9,15 +9,15 @@
 ///   request invalid and the error carries id null, as does any error found before the id
 ///   could be read (parse errors, oversized messages);
 /// - standard errors keep the specification's messages and put details in `data`.
-public struct JSONRPCServerProtocol: Sendable {
-    public let registry: RPCMethodRegistry
-    public let limits: RPCLimits
+struct JSONRPCServerProtocol<Context: RPCContextProtocol>: Sendable {
+    let registry: RPCMethodRegistry<Context>
+    let limits: RPCLimits
     /// Called with the method name and the error when a handler throws something that is
     /// neither an `RPCError` nor `RPCErrorConvertible`: the caller only sees -32603, so this
     /// is where the cause gets logged.
-    public let onInternalError: @Sendable (_ method: String, _ error: any Error) -> Void
+    let onInternalError: @Sendable (_ method: String, _ error: any Error) -> Void
 
-    public init(registry: RPCMethodRegistry, limits: RPCLimits = .default,
+    init(registry: RPCMethodRegistry<Context>, limits: RPCLimits = .default,
                 onInternalError: @escaping @Sendable (_ method: String, _ error: any Error) -> Void = { _, _ in }) {
         self.registry = registry
         self.limits = limits
@@ -26,13 +26,13 @@ public struct JSONRPCServerProtocol: Sendable {
 
     /// Handles one message and returns the reply to send, or nil when there is nothing to
     /// send (notifications only).
-    public func handle(message: [UInt8], context: RPCContext) -> [UInt8]? {
+    func handle(message: [UInt8], context: Context) -> [UInt8]? {
         handle(messageJSON: message, context: context)?.serialized()
     }
 
     /// Same as `handle(message:context:)` with the reply still as a value (for tests and for
     /// callers that post-process it).
-    public func handle(messageJSON message: [UInt8], context: RPCContext) -> JSON? {
+    func handle(messageJSON message: [UInt8], context: Context) -> JSON? {
         guard message.count <= limits.maxMessageBytes else { return tooLargeReply() }
         let parsed: JSON
         do {
@@ -62,22 +62,22 @@ public struct JSONRPCServerProtocol: Sendable {
 
     /// The reply to a message over `limits.maxMessageBytes`; the socket server sends it
     /// before closing a connection whose line grew past the limit.
-    public func tooLargeReply() -> JSON {
+    func tooLargeReply() -> JSON {
         Self.errorResponse(.limitExceeded("Request too large: the limit is \(limits.maxMessageBytes) bytes"), id: .null)
     }
 
     /// An error response object (`{"jsonrpc":"2.0","error":{...},"id":...}`).
-    public static func errorResponse(_ error: RPCError, id: JSON) -> JSON {
+    static func errorResponse(_ error: RPCError, id: JSON) -> JSON {
         ["jsonrpc": "2.0", "error": error.json, "id": id]
     }
 
-    public static func resultResponse(_ result: JSON, id: JSON) -> JSON {
+    static func resultResponse(_ result: JSON, id: JSON) -> JSON {
         ["jsonrpc": "2.0", "result": result, "id": id]
     }
 
     // MARK: One request
 
-    private func handle(element: JSON, context: RPCContext) -> JSON? {
+    private func handle(element: JSON, context: Context) -> JSON? {
         let request: RPCRequest
         switch RPCRequest.validate(element) {
         case .success(let valid): request = valid
@@ -91,7 +91,7 @@ public struct JSONRPCServerProtocol: Sendable {
         }
     }
 
-    private func call(_ request: RPCRequest, context: RPCContext) -> Result<JSON, RPCError> {
+    private func call(_ request: RPCRequest, context: Context) -> Result<JSON, RPCError> {
         guard let method = registry.method(named: request.method) else { return .failure(.methodNotFound) }
         var context = context
         context.registry = registry

@@ -4,24 +4,24 @@
 /// conflicts). Any other error a handler throws becomes `-32603 Internal error` with a
 /// generic message, so database or C-library details never reach the socket; domain errors
 /// that do have a caller-facing meaning opt in through `RPCErrorConvertible`.
-public struct RPCError: Error, Sendable, Equatable, CustomStringConvertible {
+struct RPCError: Error, Sendable, Equatable, CustomStringConvertible {
     /// -32768...-32000 are reserved by the specification; application codes live outside.
-    public var code: Int
+    var code: Int
     /// One short sentence, safe to show to the operator.
-    public var message: String
+    var message: String
     /// Structured detail (e.g. the conflicting grant id); omitted from the reply when nil.
-    public var data: JSON?
+    var data: JSON?
 
-    public init(code: Int, message: String, data: JSON? = nil) {
+    init(code: Int, message: String, data: JSON? = nil) {
         self.code = code
         self.message = message
         self.data = data
     }
 
-    public var description: String { "JSON-RPC error \(code): \(message)" }
+    var description: String { "JSON-RPC error \(code): \(message)" }
 
     /// The error object as it appears in a response.
-    public var json: JSON {
+    var json: JSON {
         var object: JSONObject = ["code": .int(Int64(code)), "message": .string(message)]
         if let data { object["data"] = data }
         return .object(object)
@@ -33,17 +33,17 @@ public struct RPCError: Error, Sendable, Equatable, CustomStringConvertible {
 extension RPCError {
     /// The codes the JSON-RPC 2.0 specification defines, plus this server's own ones in the
     /// implementation-defined range -32000...-32099.
-    public enum Code {
-        public static let parseError = -32700
-        public static let invalidRequest = -32600
-        public static let methodNotFound = -32601
-        public static let invalidParams = -32602
-        public static let internalError = -32603
+    enum Code {
+        static let parseError = -32700
+        static let invalidRequest = -32600
+        static let methodNotFound = -32601
+        static let invalidParams = -32602
+        static let internalError = -32603
         /// The daemon refused the connection or message (too many connections, timeout).
-        public static let serverBusy = -32000
-        public static let timeout = -32001
+        static let serverBusy = -32000
+        static let timeout = -32001
         /// The database is unreachable or busy; the call changed nothing and can be retried.
-        public static let unavailable = -32002
+        static let unavailable = -32002
         // Application errors (outside the reserved range) are added by features, from 1000 up.
     }
 }
@@ -53,37 +53,37 @@ extension RPCError {
 extension RPCError {
     /// -32700. The message is the specification's; `detail` (jansson's position and reason)
     /// goes to `data` so clients matching on the message keep working.
-    public static func parseError(detail: String? = nil) -> RPCError {
+    static func parseError(detail: String? = nil) -> RPCError {
         RPCError(code: Code.parseError, message: "Parse error", data: detail.map(JSON.string))
     }
 
     /// -32600 with the specification's message and what exactly is wrong in `data`.
-    public static func invalidRequest(detail: String? = nil) -> RPCError {
+    static func invalidRequest(detail: String? = nil) -> RPCError {
         RPCError(code: Code.invalidRequest, message: "Invalid Request", data: detail.map(JSON.string))
     }
 
     /// -32600 for a message or batch over a configured limit: the message names the limit,
     /// since that is what the operator has to change.
-    public static func limitExceeded(_ message: String) -> RPCError {
+    static func limitExceeded(_ message: String) -> RPCError {
         RPCError(code: Code.invalidRequest, message: message)
     }
 
-    public static let methodNotFound = RPCError(code: Code.methodNotFound, message: "Method not found")
+    static let methodNotFound = RPCError(code: Code.methodNotFound, message: "Method not found")
 
     /// -32602 with a precise message, e.g. `Invalid params: "userId" must be a string, got number`,
     /// and `data: {"field": "userId"}` naming the offending parameter (a path such as
     /// `users[3].createdAt` for nested members) so scripts need not parse the message.
-    public static func invalidParams(_ reason: String, field: String? = nil) -> RPCError {
+    static func invalidParams(_ reason: String, field: String? = nil) -> RPCError {
         RPCError(code: Code.invalidParams, message: "Invalid params: \(reason)",
                  data: field.map { ["field": .string($0)] })
     }
 
     /// -32603. Deliberately says nothing about the cause; the server logs it instead.
-    public static let internalError = RPCError(code: Code.internalError, message: "Internal error")
+    static let internalError = RPCError(code: Code.internalError, message: "Internal error")
 }
 
 /// An error type that knows its caller-facing JSON-RPC form (e.g. a domain "not found").
 /// Errors that do not conform are reported as `RPCError.internalError`.
-public protocol RPCErrorConvertible: Error {
+protocol RPCErrorConvertible: Error {
     var rpcError: RPCError { get }
 }

@@ -1,19 +1,19 @@
 /// Bounds applied to every message before any handler runs. The socket server uses
 /// `maxMessageBytes` as its line limit too, so nothing larger is ever buffered.
-public struct RPCLimits: Sendable, Equatable {
+struct RPCLimits: Sendable, Equatable {
     /// Bytes of one message (one line on the socket, without the newline).
-    public var maxMessageBytes: Int
+    var maxMessageBytes: Int
     /// Requests in one batch; a longer batch is refused as a whole.
-    public var maxBatchLength: Int
+    var maxBatchLength: Int
     /// Nesting of arrays and objects, counted from the message's top level.
-    public var maxDepth: Int
+    var maxDepth: Int
 
-    public init(maxMessageBytes: Int = 1 << 20, maxBatchLength: Int = 100, maxDepth: Int = 32) {
+    init(maxMessageBytes: Int = 1 << 20, maxBatchLength: Int = 100, maxDepth: Int = 32) {
         precondition(maxMessageBytes > 0 && maxBatchLength > 0 && maxDepth > 1, "RPC limits must be positive")
         self.maxMessageBytes = maxMessageBytes
         self.maxBatchLength = maxBatchLength
         self.maxDepth = maxDepth
     }
 
-    public static let `default` = RPCLimits()
+    static let `default` = RPCLimits()
 }

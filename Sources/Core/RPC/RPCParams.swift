@@ -4,19 +4,19 @@
 ///
 /// Named accessors treat absent params as an empty object and an explicit JSON `null`
 /// member as absent (optional accessors return nil, required ones report it as missing).
-public struct RPCParams: Sendable, Equatable {
+struct RPCParams: Sendable, Equatable {
     /// The raw member: nil when absent, otherwise an array or an object.
-    public let value: JSON?
+    let value: JSON?
 
-    public init(_ value: JSON?) { self.value = value }
+    init(_ value: JSON?) { self.value = value }
 
-    public var isAbsent: Bool { value == nil }
+    var isAbsent: Bool { value == nil }
 
     /// By-position params, nil when params are named or absent.
-    public var positional: [JSON]? { value?.arrayValue }
+    var positional: [JSON]? { value?.arrayValue }
 
     /// By-name params (empty when absent), or -32602 when they were sent by position.
-    public func named() throws(RPCError) -> JSONObject {
+    func named() throws(RPCError) -> JSONObject {
         switch value {
         case nil: return JSONObject()
         case .object(let object)?: return object
@@ -25,19 +25,19 @@ public struct RPCParams: Sendable, Equatable {
     }
 
     /// The member `key`, nil when missing or null.
-    public func optionalValue(_ key: String) throws(RPCError) -> JSON? {
+    func optionalValue(_ key: String) throws(RPCError) -> JSON? {
         let member = try named()[key]
         return member == .null ? nil : member
     }
 
-    public func requireValue(_ key: String) throws(RPCError) -> JSON {
+    func requireValue(_ key: String) throws(RPCError) -> JSON {
         guard let member = try optionalValue(key) else { throw .invalidParams("\"\(key)\" is required", field: key) }
         return member
     }
 
     /// Refuses members other than `keys`, so a typo (`userID`) is an error, not a silent default.
     /// With no keys: the method takes no params (absent, `{}` and `[]` are accepted).
-    public func expectOnly(_ keys: String...) throws(RPCError) {
+    func expectOnly(_ keys: String...) throws(RPCError) {
         if keys.isEmpty, value == .array([]) { return }
         let allowed = Set(keys)
         guard let unknown = try named().keys.first(where: { !allowed.contains($0) }) else { return }
@@ -47,69 +47,69 @@ public struct RPCParams: Sendable, Equatable {
 
     // MARK: Typed accessors
 
-    public func requireString(_ key: String, maxLength: Int? = nil) throws(RPCError) -> String {
+    func requireString(_ key: String, maxLength: Int? = nil) throws(RPCError) -> String {
         try string(key, requireValue(key), maxLength: maxLength)
     }
 
-    public func optionalString(_ key: String, maxLength: Int? = nil) throws(RPCError) -> String? {
+    func optionalString(_ key: String, maxLength: Int? = nil) throws(RPCError) -> String? {
         guard let member = try optionalValue(key) else { return nil }
         return try string(key, member, maxLength: maxLength)
     }
 
     /// A string restricted to `allowed` values (an enum on the wire).
-    public func requireString(_ key: String, oneOf allowed: [String]) throws(RPCError) -> String {
+    func requireString(_ key: String, oneOf allowed: [String]) throws(RPCError) -> String {
         try oneOf(key, requireString(key), allowed)
     }
 
-    public func optionalString(_ key: String, oneOf allowed: [String]) throws(RPCError) -> String? {
+    func optionalString(_ key: String, oneOf allowed: [String]) throws(RPCError) -> String? {
         guard let text = try optionalString(key) else { return nil }
         return try oneOf(key, text, allowed)
     }
 
     /// An integer (a real with an integral value is accepted), optionally within `range`.
-    public func requireInt(_ key: String, in range: ClosedRange<Int>? = nil) throws(RPCError) -> Int {
+    func requireInt(_ key: String, in range: ClosedRange<Int>? = nil) throws(RPCError) -> Int {
         try int(key, requireValue(key), range)
     }
 
-    public func optionalInt(_ key: String, in range: ClosedRange<Int>? = nil) throws(RPCError) -> Int? {
+    func optionalInt(_ key: String, in range: ClosedRange<Int>? = nil) throws(RPCError) -> Int? {
         guard let member = try optionalValue(key) else { return nil }
         return try int(key, member, range)
     }
 
-    public func requireBool(_ key: String) throws(RPCError) -> Bool {
+    func requireBool(_ key: String) throws(RPCError) -> Bool {
         try bool(key, requireValue(key))
     }
 
-    public func optionalBool(_ key: String) throws(RPCError) -> Bool? {
+    func optionalBool(_ key: String) throws(RPCError) -> Bool? {
         guard let member = try optionalValue(key) else { return nil }
         return try bool(key, member)
     }
 
     /// An ISO-8601 instant (`2026-01-31T12:00:00Z`, `2026-01-31T12:00:00.250+01:00`, or a
     /// date meaning midnight UTC).
-    public func requireTimestamp(_ key: String) throws(RPCError) -> Timestamp {
+    func requireTimestamp(_ key: String) throws(RPCError) -> Timestamp {
         try timestamp(key, requireString(key))
     }
 
-    public func optionalTimestamp(_ key: String) throws(RPCError) -> Timestamp? {
+    func optionalTimestamp(_ key: String) throws(RPCError) -> Timestamp? {
         guard let text = try optionalString(key) else { return nil }
         return try timestamp(key, text)
     }
 
-    public func requireArray(_ key: String) throws(RPCError) -> [JSON] {
+    func requireArray(_ key: String) throws(RPCError) -> [JSON] {
         try array(key, requireValue(key))
     }
 
-    public func optionalArray(_ key: String) throws(RPCError) -> [JSON]? {
+    func optionalArray(_ key: String) throws(RPCError) -> [JSON]? {
         guard let member = try optionalValue(key) else { return nil }
         return try array(key, member)
     }
 
-    public func requireObject(_ key: String) throws(RPCError) -> JSONObject {
+    func requireObject(_ key: String) throws(RPCError) -> JSONObject {
         try object(key, requireValue(key))
     }
 
-    public func optionalObject(_ key: String) throws(RPCError) -> JSONObject? {
+    func optionalObject(_ key: String) throws(RPCError) -> JSONObject? {
         guard let member = try optionalValue(key) else { return nil }
         return try object(key, member)
     }

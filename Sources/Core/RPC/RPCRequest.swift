@@ -1,19 +1,19 @@
 /// One validated request or notification, as a handler sees it.
-public struct RPCRequest: Sendable {
-    public let method: String
-    public let params: RPCParams
+struct RPCRequest: Sendable {
+    let method: String
+    let params: RPCParams
     /// The `id` member exactly as received (string, number or null); nil for a notification,
     /// i.e. when the member is absent.
-    public let id: JSON?
+    let id: JSON?
 
-    public init(method: String, params: RPCParams = RPCParams(nil), id: JSON?) {
+    init(method: String, params: RPCParams = RPCParams(nil), id: JSON?) {
         self.method = method
         self.params = params
         self.id = id
     }
 
     /// No reply is sent for a notification, whatever its outcome.
-    public var isNotification: Bool { id == nil }
+    var isNotification: Bool { id == nil }
 }
 
 extension RPCRequest {

@@ -2,8 +2,8 @@ import Glibc
 
 /// Why the socket server could not start. `description` names the path and the system
 /// error, which is what an operator needs to fix it.
-public struct RPCServerError: Error, Sendable, CustomStringConvertible {
-    public let description: String
+struct RPCServerError: Error, Sendable, CustomStringConvertible {
+    let description: String
 
     init(_ description: String) { self.description = description }
 

@@ -3,18 +3,18 @@ import Glibc
 /// One client connection of `RPCSocketServer`, run on its own thread: reads lines, hands
 /// each to the protocol, writes the reply line. The buffer never holds more than one
 /// line over the limit plus one read chunk.
-struct RPCSocketConnection {
+struct RPCSocketConnection<Context: RPCContextProtocol> {
     let fd: Int32
     let wakeFD: Int32
-    let rpc: JSONRPCServerProtocol
-    let context: RPCContext
+    let rpc: JSONRPCServerProtocol<Context>
+    let context: Context
     let peer: RPCPeer?
-    let configuration: RPCSocketServer.Configuration
+    let configuration: RPCSocketServerConfiguration
     let isStopping: () -> Bool
-    let log: @Sendable (RPCServerLogEvent) -> Void
+    let logger: Logger
 
-    private static let newline = UInt8(ascii: "\n")
-    private static let chunkSize = 64 * 1024
+    private static var newline: UInt8 { UInt8(ascii: "\n") }
+    private static var chunkSize: Int { 64 * 1024 }
 
     func run() {
         let maxLine = rpc.limits.maxMessageBytes
@@ -42,8 +42,8 @@ struct RPCSocketConnection {
                 if !pending.isEmpty {
                     let error = RPCError(code: RPCError.Code.timeout,
                                          message: "Timed out waiting for the end of the line after \(configuration.readTimeoutSeconds) seconds")
-                    send(JSONRPCServerProtocol.errorResponse(error, id: .null))
-                    log(RPCServerLogEvent(.warning, "rpc.connection.readTimeout", Self.peerFields(peer)))
+                    send(JSONRPCServerProtocol<Context>.errorResponse(error, id: .null))
+                    logger.log(.warning, "rpc.connection.readTimeout", fields: Self.peerFields(peer))
                 }
                 return
             }
@@ -95,8 +95,8 @@ struct RPCSocketConnection {
 
     private func tooLarge() {
         send(rpc.tooLargeReply())
-        log(RPCServerLogEvent(.warning, "rpc.connection.lineTooLong",
-                              Self.peerFields(peer).merging(["rpc.maxMessageBytes": .int(Int64(rpc.limits.maxMessageBytes))])))
+        logger.log(.warning, "rpc.connection.lineTooLong",
+                   fields: Self.peerFields(peer).merging(["rpc.maxMessageBytes": .int(Int64(rpc.limits.maxMessageBytes))]))
     }
 
     private static func isBlank(_ bytes: ArraySlice<UInt8>) -> Bool {

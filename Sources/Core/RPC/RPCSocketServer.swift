@@ -12,29 +12,14 @@ import Synchronization
 /// is closed.
 ///
 /// `stop()` stops accepting, lets calls in flight finish, closes idle connections and
-/// removes the socket file. See `runUntilTerminated()` for the signal handling.
-public final class RPCSocketServer: Sendable {
-    public struct Configuration: Sendable {
-        public var socketPath: String
-        /// Applied before `listen`, so nobody can connect while it is still wider.
-        public var socketMode: mode_t = 0o660
-        public var maxConnections: Int = 32
-        /// Closes a connection that sends nothing for this long between messages.
-        public var idleTimeoutSeconds: Double = 300
-        /// Closes (after an error line) a connection that started a line and did not end it in time.
-        public var readTimeoutSeconds: Double = 10
-        /// A client that does not read its replies for this long is dropped.
-        public var writeTimeoutSeconds: Double = 10
-        /// How long `stop()` waits for calls in flight.
-        public var shutdownGraceSeconds: Double = 30
+/// removes the socket file. It runs under the process skeleton (`ProcessLifecycle`).
+final class RPCSocketServer<Context: RPCContextProtocol>: Sendable, ProcessLifecycle.Service {
+    typealias Configuration = RPCSocketServerConfiguration
 
-        public init(socketPath: String) { self.socketPath = socketPath }
-    }
-
-    public let configuration: Configuration
-    let rpc: JSONRPCServerProtocol
-    let makeContext: @Sendable (RPCPeer?) -> RPCContext
-    let log: @Sendable (RPCServerLogEvent) -> Void
+    let configuration: Configuration
+    let rpc: JSONRPCServerProtocol<Context>
+    let makeContext: @Sendable (RPCPeer?) -> Context
+    let logger: Logger
 
     private let stopping = Atomic<Bool>(false)
     /// The accept thread plus every connection thread; `stop()` waits for zero.
@@ -55,20 +40,19 @@ public final class RPCSocketServer: Sendable {
     /// - Parameters:
     ///   - makeContext: builds the context for one connection, on that connection's thread
     ///     (open per-connection resources such as a database connection here).
-    ///   - log: receives connection-level events; calls are not logged here.
-    public init(configuration: Configuration, protocol rpc: JSONRPCServerProtocol,
-                makeContext: @escaping @Sendable (RPCPeer?) -> RPCContext = { peer in RPCContext(peer: peer) },
-                log: @escaping @Sendable (RPCServerLogEvent) -> Void = { _ in }) {
+    ///   - logger: receives connection-level events; calls are not logged here.
+    init(configuration: Configuration, protocol rpc: JSONRPCServerProtocol<Context>,
+         makeContext: @escaping @Sendable (RPCPeer?) -> Context, logger: Logger = .discarding) {
         self.configuration = configuration
         self.rpc = rpc
         self.makeContext = makeContext
-        self.log = log
+        self.logger = logger
     }
 
     /// Binds the socket and starts the accept thread. Fails when another live server
     /// answers on the path, when the path is something other than a socket, or on any
     /// system error. A stale socket file (nobody listening) is replaced.
-    public func start() throws(RPCServerError) {
+    func start() throws(RPCServerError) {
         let path = configuration.socketPath
         var address = try UnixSocketAddress(path: path)
         try UnixSocketAddress.removeStaleSocket(at: path)
@@ -103,7 +87,7 @@ public final class RPCSocketServer: Sendable {
         let started = Listener(fd: fd, wakeRead: wake[0], wakeWrite: wake[1],
                                device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
         liveThreads.add(1, ordering: .sequentiallyConsistent)
-        guard startDetachedThread({ [self] in acceptLoop(started) }) else {
+        guard PosixThread.detach({ [self] in acceptLoop(started) }) else {
             liveThreads.subtract(1, ordering: .sequentiallyConsistent)
             unlink(path)
             close(wake[0])
@@ -112,13 +96,13 @@ public final class RPCSocketServer: Sendable {
         }
         created = true
         listener.withLock { $0 = started }
-        log(RPCServerLogEvent(.info, "rpc.listening", ["rpc.socket": .string(path),
-                                                       "rpc.maxConnections": .int(Int64(configuration.maxConnections))]))
+        logger.log(.info, "rpc.listening", fields: ["rpc.socket": .string(path),
+                                                       "rpc.maxConnections": .int(Int64(configuration.maxConnections))])
     }
 
     /// Stops accepting, waits up to `shutdownGraceSeconds` for calls in flight, closes idle
     /// connections and removes the socket file. Safe to call more than once.
-    public func stop() {
+    func stop() {
         guard !stopping.exchange(true, ordering: .sequentiallyConsistent),
               let started = listener.withLock({ $0 }) else { return }
         var byte: UInt8 = 1
@@ -137,13 +121,12 @@ public final class RPCSocketServer: Sendable {
             close(started.wakeRead)
             close(started.wakeWrite)
         }
-        log(RPCServerLogEvent(remaining == 0 ? .info : .warning, "rpc.stopped",
-                              ["rpc.socket": .string(configuration.socketPath),
-                               "rpc.abandonedThreads": .int(Int64(remaining))]))
+        logger.log(remaining == 0 ? .info : .warning, "rpc.stopped",
+                   fields: ["rpc.socket": .string(configuration.socketPath), "rpc.abandonedThreads": .int(Int64(remaining))])
     }
 
     /// Connections being served right now.
-    public var connectionCount: Int { openConnections.load(ordering: .relaxed) }
+    var connectionCount: Int { openConnections.load(ordering: .relaxed) }
 
     // MARK: Accepting
 
@@ -157,7 +140,7 @@ public final class RPCSocketServer: Sendable {
                        pollfd(fd: started.wakeRead, events: Int16(POLLIN), revents: 0)]
             guard poll(&fds, 2, -1) >= 0 else {
                 if errno == EINTR { continue }
-                log(RPCServerLogEvent(.error, "rpc.accept.failed", ["error": .string(systemErrorMessage(errno))]))
+                logger.log(.error, "rpc.accept.failed", fields: ["error": .string(systemErrorMessage(errno))])
                 return
             }
             if fds[1].revents != 0 { return }
@@ -166,7 +149,7 @@ public final class RPCSocketServer: Sendable {
             guard client >= 0 else {
                 let code = errno
                 if code == EMFILE || code == ENFILE || code == ENOMEM || code == ENOBUFS {
-                    log(RPCServerLogEvent(.error, "rpc.accept.failed", ["error": .string(systemErrorMessage(code))]))
+                    logger.log(.error, "rpc.accept.failed", fields: ["error": .string(systemErrorMessage(code))])
                     usleep(100_000)
                 }
                 continue
@@ -187,7 +170,7 @@ public final class RPCSocketServer: Sendable {
             return
         }
         liveThreads.add(1, ordering: .sequentiallyConsistent)
-        let started = startDetachedThread { [self] in
+        let started = PosixThread.detach { [self] in
             defer {
                 close(client)
                 openConnections.subtract(1, ordering: .sequentiallyConsistent)
@@ -196,7 +179,7 @@ public final class RPCSocketServer: Sendable {
             let connection = RPCSocketConnection(
                 fd: client, wakeFD: wakeFD, rpc: rpc, context: makeContext(peer), peer: peer,
                 configuration: configuration, isStopping: { [self] in stopping.load(ordering: .sequentiallyConsistent) },
-                log: log)
+                logger: logger)
             connection.run()
         }
         if !started {
@@ -207,10 +190,10 @@ public final class RPCSocketServer: Sendable {
     }
 
     private func refuse(_ client: Int32, peer: RPCPeer?, reason: String) {
-        let reply = JSONRPCServerProtocol.errorResponse(RPCError(code: RPCError.Code.serverBusy, message: reason), id: .null)
-        _ = RPCSocketConnection.writeAll(client, reply.serialized() + [UInt8(ascii: "\n")])
+        let reply = JSONRPCServerProtocol<Context>.errorResponse(RPCError(code: RPCError.Code.serverBusy, message: reason), id: .null)
+        _ = RPCSocketConnection<Context>.writeAll(client, reply.serialized() + [UInt8(ascii: "\n")])
         close(client)
-        log(RPCServerLogEvent(.warning, "rpc.connection.refused", RPCSocketConnection.peerFields(peer)))
+        logger.log(.warning, "rpc.connection.refused", fields: RPCSocketConnection<Context>.peerFields(peer))
     }
 }
 
@@ -221,26 +204,20 @@ extension timeval {
     }
 }
 
-extension RPCSocketServer {
-    /// The daemon as `billing-rpc` runs it: handler failures and connection events are
-    /// logged through `log`, each connection gets a context with `serverInfo`, the shared
-    /// `billing` services and its own database connection.
-    ///
-    /// Closures handed to the server run on its threads; build them in Core (as here), not
-    /// in `main.swift` top-level code, where Swift 6 makes them main-actor isolated.
-    public convenience init(configuration: Configuration, registry: RPCMethodRegistry, limits: RPCLimits = .default,
-                            serverInfo: RPCServerInfo,
-                            billing: BillingServices = .unconfigured(),
-                            databaseConfiguration: DatabaseConfiguration? = nil,
-                            log: @escaping @Sendable (RPCServerLogEvent) -> Void = RPCServerLogEvent.printToStandardError) {
-        let rpc = JSONRPCServerProtocol(registry: registry, limits: limits) { method, error in
-            // The caller saw only "Internal error"; the operator gets the cause.
-            log(RPCServerLogEvent(.error, "rpc.call.failed", ["rpc.method": .string(method), "error": .string(String(describing: error))]))
-        }
-        self.init(configuration: configuration, protocol: rpc, makeContext: { peer in
-            // Built on the connection's thread: its database connection stays on that thread.
-            RPCContext(clock: billing.clock, peer: peer, server: serverInfo, billing: billing,
-                       database: databaseConfiguration.map { DatabaseConnection(configuration: $0) })
-        }, log: log)
-    }
+/// Where and how the admin socket listens, and its connection bounds.
+struct RPCSocketServerConfiguration: Sendable {
+    var socketPath: String
+    /// Applied before `listen`, so nobody can connect while it is still wider.
+    var socketMode: mode_t = 0o660
+    var maxConnections: Int = 32
+    /// Closes a connection that sends nothing for this long between messages.
+    var idleTimeoutSeconds: Double = 300
+    /// Closes (after an error line) a connection that started a line and did not end it in time.
+    var readTimeoutSeconds: Double = 10
+    /// A client that does not read its replies for this long is dropped.
+    var writeTimeoutSeconds: Double = 10
+    /// How long `stop()` waits for calls in flight.
+    var shutdownGraceSeconds: Double = 30
+
+    init(socketPath: String) { self.socketPath = socketPath }
 }

@@ -8,34 +8,39 @@ import Synchronization
 /// `{recorded: true, duplicate: true}` and writes nothing; a first delivery answers 201.
 /// Rows are kept 30 days: each worker process purges expired rows itself, at most once per
 /// `purgeInterval`, in bounded batches, after answering a request (docs/stats.md).
-public enum PaywallEvents {
-    public static let types = ["view", "purchase"]
-    public static let results = ["done", "cancelled", "failed", "pending"]
+enum PaywallEvents {
+    static let types = ["view", "purchase"]
+    static let results = ["done", "cancelled", "failed", "pending"]
     /// How often one process runs the opportunistic purge, and how many rows per run.
-    public static let purgeIntervalMilliseconds: Int64 = 10 * 60 * 1000
-    public static let purgeBatch = 5000
+    static let purgeIntervalMilliseconds: Int64 = 10 * 60 * 1000
+    static let purgeBatch = 5000
 
-    public struct Report: Sendable, Equatable {
-        public var type: String
-        public var placement: String
-        public var eventId: String
-        public var result: String?
-        public var environment: StoreEnvironment
+    struct Report: Sendable, Equatable {
+        var type: String
+        var placement: String
+        var eventId: String
+        var result: String?
+        var environment: StoreEnvironment
     }
 
-    public static func handle(_ request: HTTPRequest, _ context: RequestContext) throws -> HTTPResponse {
+    /// What the route needs of its request context.
+    protocol Context: AuthenticatedRequestContext, DatabaseRequestContext {
+        var paywallPurge: PurgeSchedule { get }
+    }
+
+    static func handle(_ request: HTTPRequest, _ context: some Context) throws -> HTTPResponse {
         let userId = try context.authenticatedUser(request)
         let body = try request.jsonBody(limits: JSONLimits(maxBytes: 4096, maxDepth: 4))
         let report = try decode(body)
         let db = try context.requireDatabase()
         let now = context.clock.now()
         let inserted = try insert(report, userId: userId, now: now, on: db)
-        purgeIfDue(now: now, on: db, logger: context.logger)
+        if context.paywallPurge.isDue(now: now) { purge(now: now, on: db, logger: context.logger) }
         return .json(inserted ? .created : .ok, ["recorded": true, "duplicate": .bool(!inserted)])
     }
 
     /// Records a report; false when (user, eventId) is already there (the UNIQUE key decides).
-    public static func insert(_ report: Report, userId: String, now: Timestamp,
+    static func insert(_ report: Report, userId: String, now: Timestamp,
                               on db: DatabaseConnection) throws(DatabaseError) -> Bool {
         do {
             try db.execute("""
@@ -50,7 +55,7 @@ public enum PaywallEvents {
     }
 
     /// Validates a report (400 with the offending field otherwise).
-    public static func decode(_ body: JSON) throws(APIError) -> Report {
+    static func decode(_ body: JSON) throws(APIError) -> Report {
         guard case .object(let object) = body else { throw .badRequest("the body must be a JSON object") }
         for key in object.keys where !["type", "placement", "eventId", "result", "environment"].contains(key) {
             throw .badRequest("unknown field \"\(key)\"")
@@ -97,13 +102,13 @@ public enum PaywallEvents {
     }
 
     /// Rows received before this are past the retention.
-    public static func retentionCutoff(now: Timestamp) -> Timestamp {
+    static func retentionCutoff(now: Timestamp) -> Timestamp {
         now.adding(seconds: -SubscriptionStats.paywallRetentionDays * 86_400)
     }
 
     /// Deletes up to `limit` rows older than the retention; returns how many went.
     @discardableResult
-    public static func purge(now: Timestamp, limit: Int = purgeBatch, on db: DatabaseConnection) throws(DatabaseError) -> Int {
+    static func purge(now: Timestamp, limit: Int = purgeBatch, on db: DatabaseConnection) throws(DatabaseError) -> Int {
         let result = try db.execute("""
             DELETE FROM billing_paywall_events WHERE received_at < \(retentionCutoff(now: now)) ORDER BY received_at LIMIT \(limit)
             """)
@@ -113,7 +118,7 @@ public enum PaywallEvents {
     /// `stats.purgePaywallEvents`: `purge` on an operator's behalf, audited like every admin
     /// mutation — one `audit_log` row with the cutoff, the limit and the number of rows
     /// deleted, in the transaction of the delete (no audit row, nothing deleted).
-    public static func purge(now: Timestamp, limit: Int, actor: String, on db: DatabaseConnection) throws -> Int {
+    static func purge(now: Timestamp, limit: Int, actor: String, on db: DatabaseConnection) throws -> Int {
         try db.transaction(retries: 3) { db -> Int in
             let removed = try purge(now: now, limit: limit, on: db)
             try AuditLog.write(actor: actor, action: "stats.purgePaywallEvents",
@@ -124,18 +129,26 @@ public enum PaywallEvents {
         }
     }
 
-    /// Last opportunistic purge of this process (ms since epoch).
-    private static let lastPurge = Mutex<Int64>(0)
+    /// When this process last purged: one instance per process, owned by the composition root.
+    final class PurgeSchedule: Sendable {
+        private let lastPurge = Mutex<Int64>(0)
 
-    /// Runs `purge` when this process has not done so for `purgeIntervalMilliseconds`.
-    /// Best effort: a failure only means the next due request tries again.
-    static func purgeIfDue(now: Timestamp, on db: DatabaseConnection, logger: Logger) {
-        let due = lastPurge.withLock { last -> Bool in
-            guard now.millisecondsSinceEpoch - last >= purgeIntervalMilliseconds else { return false }
-            last = now.millisecondsSinceEpoch
-            return true
+        init() {}
+
+        /// True (and the purge counted as done now) when this process has not purged for
+        /// `purgeIntervalMilliseconds`.
+        func isDue(now: Timestamp) -> Bool {
+            lastPurge.withLock { last -> Bool in
+                guard now.millisecondsSinceEpoch - last >= PaywallEvents.purgeIntervalMilliseconds else { return false }
+                last = now.millisecondsSinceEpoch
+                return true
+            }
         }
-        guard due else { return }
+    }
+
+    /// The opportunistic purge after a request. Best effort: a failure only means the next
+    /// due request tries again.
+    static func purge(now: Timestamp, on db: DatabaseConnection, logger: Logger) {
         do {
             let removed = try purge(now: now, on: db)
             if removed > 0 { logger.info("paywall events purged", ["paywall.purged": .int(Int64(removed))]) }

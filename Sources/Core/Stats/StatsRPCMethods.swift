@@ -1,6 +1,13 @@
-extension RPCMethodRegistry {
+/// What the `stats.*` methods need of their context.
+protocol StatsRPCContext: RPCContextProtocol {
+    var catalog: ProductCatalog { get }
+    /// `reporting.currency`: the default currency of revenue and MRR.
+    var reportingCurrency: String { get }
+}
+
+extension RPCMethodRegistry where Context: StatsRPCContext {
     /// `stats.subscriptions` and `stats.purgePaywallEvents` (docs/stats.md).
-    public mutating func registerStatsMethods() {
+    mutating func registerStatsMethods() {
         register("stats.subscriptions",
                  summary: "Subscription analytics over [from, to): snapshots, counts vs the previous period, MRR, funnel, daily series, recent events",
                  params: "{from: ISO-8601, to: ISO-8601, environment: \"production\"|\"sandbox\", currency?: ISO 4217 (default reporting.currency), timeZone?: IANA zone or +HH:MM (default UTC)}") { request, context in
@@ -8,19 +15,16 @@ extension RPCMethodRegistry {
             let from = try request.params.requireTimestamp("from")
             let to = try request.params.requireTimestamp("to")
             let environment = StoreEnvironment(rawValue: try request.params.requireString("environment", oneOf: ["production", "sandbox"]))!
-            let currency = try request.params.optionalString("currency", maxLength: 3) ?? context.billing.configuration.reporting.currency
+            let currency = try request.params.optionalString("currency", maxLength: 3) ?? context.reportingCurrency
             guard currency.utf8.count == 3, currency.utf8.allSatisfy({ $0 >= 65 && $0 <= 90 }) else {
                 throw RPCError.invalidParams("\"currency\" must be an ISO 4217 code such as EUR")
             }
             let timeZone = try request.params.optionalString("timeZone", maxLength: 64)
             guard let db = context.database else { throw RPCError(code: RPCError.Code.unavailable, message: "no database configured") }
-            let catalog = context.billing.configuration.products
             do {
                 return try SubscriptionStats.compute(
                     SubscriptionStats.Query(from: from, to: to, environment: environment, currency: currency, timeZone: timeZone),
-                    now: context.clock.now(),
-                    cadence: { catalog[$0]?.cadence ?? Cadence.inferred(fromProductId: $0) },
-                    on: db)
+                    now: context.clock.now(), cadence: context.catalog.cadence(of:), on: db)
             } catch let error as SubscriptionStats.QueryError {
                 switch error {
                 case .emptyPeriod: throw RPCError.invalidParams("\"to\" must be after \"from\"")

@@ -2,20 +2,20 @@
 /// providers, computed by MariaDB (window functions, aggregates, the indexes of
 /// sql/005_stats.sql). Only aggregates cross the wire: per product, per day, per placement.
 /// Every definition and formula is in docs/stats.md; keep the two in step.
-public enum SubscriptionStats {
+enum SubscriptionStats {
     /// What the operator asks for.
-    public struct Query: Sendable, Equatable {
+    struct Query: Sendable, Equatable {
         /// The period [from, to).
-        public var from: Timestamp
-        public var to: Timestamp
-        public var environment: StoreEnvironment
+        var from: Timestamp
+        var to: Timestamp
+        var environment: StoreEnvironment
         /// Only amounts in this currency count in revenue and MRR.
-        public var currency: String
+        var currency: String
         /// IANA zone (needs MariaDB's time zone tables) or a `+HH:MM` offset for the daily
         /// series; nil = UTC.
-        public var timeZone: String?
+        var timeZone: String?
 
-        public init(from: Timestamp, to: Timestamp, environment: StoreEnvironment, currency: String, timeZone: String? = nil) {
+        init(from: Timestamp, to: Timestamp, environment: StoreEnvironment, currency: String, timeZone: String? = nil) {
             self.from = from
             self.to = to
             self.environment = environment
@@ -25,11 +25,11 @@ public enum SubscriptionStats {
     }
 
     /// Longest period accepted (the daily series has one entry per day).
-    public static let maximumPeriodDays: Int64 = 400
+    static let maximumPeriodDays: Int64 = 400
     /// Paywall events are kept this long (then purged).
-    public static let paywallRetentionDays: Int64 = 30
+    static let paywallRetentionDays: Int64 = 30
 
-    public enum QueryError: Error, Sendable, Equatable {
+    enum QueryError: Error, Sendable, Equatable {
         case emptyPeriod
         case periodTooLong
         case unknownTimeZone(String)
@@ -37,7 +37,7 @@ public enum SubscriptionStats {
 
     /// Computes the whole report. `cadence` maps a product id to its billing cadence (the
     /// catalog, else wording); unknown products fall back to the length of their period.
-    public static func compute(_ query: Query, now: Timestamp, cadence: (String) -> Cadence?,
+    static func compute(_ query: Query, now: Timestamp, cadence: (String) -> Cadence?,
                                on db: DatabaseConnection) throws -> JSON {
         let length = query.to.millisecondsSinceEpoch - query.from.millisecondsSinceEpoch
         guard length > 0 else { throw QueryError.emptyPeriod }
@@ -85,13 +85,13 @@ public enum SubscriptionStats {
     }
 
     /// `round(100 a / b, 1)`, 0 when b is 0 (half away from zero).
-    public static func pct(_ a: Int64, _ b: Int64) -> Double {
+    static func pct(_ a: Int64, _ b: Int64) -> Double {
         guard b != 0 else { return 0 }
         return (Double(a) * 1000 / Double(b)).rounded(.toNearestOrAwayFromZero) / 10
     }
 
     /// Monthly factor of a cadence: MRR = period price × factor.
-    public static func monthlyFactor(_ cadence: Cadence) -> Double {
+    static func monthlyFactor(_ cadence: Cadence) -> Double {
         switch cadence {
         case .weekly: return 52.0 / 12.0
         case .monthly: return 1
@@ -104,7 +104,7 @@ public enum SubscriptionStats {
     }
 
     /// A cadence from the length of a paid period, for products the catalog does not name.
-    public static func cadence(periodDays days: Double) -> Cadence {
+    static func cadence(periodDays days: Double) -> Cadence {
         switch days {
         case ..<11: return .weekly
         case ..<46: return .monthly

@@ -8,21 +8,21 @@ import Synchronization
 /// previous old one is dropped. So a key used since the last turnover always survives the
 /// next one, and memory never exceeds 2 × `capacity` entries. Every operation is O(1)
 /// under one short lock.
-public final class BoundedCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+final class BoundedCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     private struct Generations {
         var young: [Key: Value] = [:]
         var old: [Key: Value] = [:]
     }
 
     /// Keys per generation; 0 disables the cache (nothing is kept).
-    public let capacity: Int
+    let capacity: Int
     private let generations = Mutex(Generations())
 
-    public init(capacity: Int) {
+    init(capacity: Int) {
         self.capacity = max(0, capacity)
     }
 
-    public subscript(key: Key) -> Value? {
+    subscript(key: Key) -> Value? {
         guard capacity > 0 else { return nil }
         return generations.withLock { g -> Value? in
             if let value = g.young[key] { return value }
@@ -32,7 +32,7 @@ public final class BoundedCache<Key: Hashable & Sendable, Value: Sendable>: Send
         }
     }
 
-    public func store(_ value: Value, for key: Key) {
+    func store(_ value: Value, for key: Key) {
         guard capacity > 0 else { return }
         generations.withLock { g in
             g.old.removeValue(forKey: key)
@@ -40,7 +40,7 @@ public final class BoundedCache<Key: Hashable & Sendable, Value: Sendable>: Send
         }
     }
 
-    public func remove(_ key: Key) {
+    func remove(_ key: Key) {
         generations.withLock { g in
             g.young.removeValue(forKey: key)
             g.old.removeValue(forKey: key)
@@ -48,7 +48,7 @@ public final class BoundedCache<Key: Hashable & Sendable, Value: Sendable>: Send
     }
 
     /// Keys held (both generations).
-    public var count: Int { generations.withLock { $0.young.count + $0.old.count } }
+    var count: Int { generations.withLock { $0.young.count + $0.old.count } }
 
     private static func insert(_ value: Value, for key: Key, into g: inout Generations, capacity: Int) {
         if g.young[key] == nil && g.young.count >= capacity {

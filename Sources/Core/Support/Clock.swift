@@ -2,28 +2,28 @@ import Glibc
 
 /// Where "now" comes from. Production uses `SystemClock`; tests inject `FixedClock` so
 /// that expiry, windows and phases are computed against a known instant.
-public protocol BillingClock: Sendable {
+protocol BillingClock: Sendable {
     func now() -> Timestamp
 }
 
-public struct SystemClock: BillingClock {
-    public init() {}
+struct SystemClock: BillingClock {
+    init() {}
 
-    public func now() -> Timestamp {
+    func now() -> Timestamp {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Timestamp(millisecondsSinceEpoch: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
     }
 }
 
-public struct FixedClock: BillingClock {
-    public let instant: Timestamp
-    public init(_ instant: Timestamp) { self.instant = instant }
-    public func now() -> Timestamp { instant }
+struct FixedClock: BillingClock {
+    let instant: Timestamp
+    init(_ instant: Timestamp) { self.instant = instant }
+    func now() -> Timestamp { instant }
 }
 
 /// Monotonic milliseconds for measuring durations (latency, timeouts); never for dates.
-public func monotonicMilliseconds() -> Int64 {
+func monotonicMilliseconds() -> Int64 {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000

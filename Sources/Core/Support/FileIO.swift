@@ -1,15 +1,15 @@
 import Glibc
 
 /// Reading small trusted files (configuration, keys, SQL) without Foundation.
-public enum FileIO {
-    public struct Error: Swift.Error, CustomStringConvertible {
-        public let path: String
-        public let errno: Int32
-        public var description: String { "cannot read \(path): \(String(cString: strerror(errno)))" }
+enum FileIO {
+    struct Error: Swift.Error, CustomStringConvertible {
+        let path: String
+        let errno: Int32
+        var description: String { "cannot read \(path): \(String(cString: strerror(errno)))" }
     }
 
     /// The whole file, refusing anything over `maxBytes` (a config or key file is small).
-    public static func read(_ path: String, maxBytes: Int = 16 << 20) throws(FileIO.Error) -> [UInt8] {
+    static func read(_ path: String, maxBytes: Int = 16 << 20) throws(FileIO.Error) -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw Error(path: path, errno: Glibc.errno) }
         defer { close(fd) }
@@ -28,14 +28,14 @@ public enum FileIO {
         return result
     }
 
-    public static func readString(_ path: String) throws(FileIO.Error) -> String {
+    static func readString(_ path: String) throws(FileIO.Error) -> String {
         String(decoding: try read(path), as: UTF8.self)
     }
 
-    public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+    static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
     /// Sorted names of the entries of a directory (no "." or "..").
-    public static func list(_ directory: String) throws(FileIO.Error) -> [String] {
+    static func list(_ directory: String) throws(FileIO.Error) -> [String] {
         guard let dir = opendir(directory) else { throw Error(path: directory, errno: Glibc.errno) }
         defer { closedir(dir) }
         var names: [String] = []

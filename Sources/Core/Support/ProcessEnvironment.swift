@@ -16,7 +16,7 @@ public enum ProcessEnvironment {
     }
 
     /// Writes `message` and a newline to standard error in one write.
-    public static func printError(_ message: String) {
+    static func printError(_ message: String) {
         let bytes = Array((message + "\n").utf8)
         _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
     }

@@ -1,32 +1,32 @@
 /// A point in time as milliseconds since the Unix epoch, UTC. The database stores
 /// DATETIME(3) UTC, providers send milliseconds, and the API prints ISO-8601 with
 /// milliseconds: one integer type keeps all three exact.
-public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible {
-    public var millisecondsSinceEpoch: Int64
+struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible {
+    var millisecondsSinceEpoch: Int64
 
-    public init(millisecondsSinceEpoch: Int64) { self.millisecondsSinceEpoch = millisecondsSinceEpoch }
-    public init(secondsSinceEpoch: Int64) { self.millisecondsSinceEpoch = secondsSinceEpoch * 1000 }
+    init(millisecondsSinceEpoch: Int64) { self.millisecondsSinceEpoch = millisecondsSinceEpoch }
+    init(secondsSinceEpoch: Int64) { self.millisecondsSinceEpoch = secondsSinceEpoch * 1000 }
 
-    public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
+    static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
         lhs.millisecondsSinceEpoch < rhs.millisecondsSinceEpoch
     }
 
-    public func adding(milliseconds: Int64) -> Timestamp {
+    func adding(milliseconds: Int64) -> Timestamp {
         Timestamp(millisecondsSinceEpoch: millisecondsSinceEpoch + milliseconds)
     }
 
-    public func adding(seconds: Int64) -> Timestamp { adding(milliseconds: seconds * 1000) }
+    func adding(seconds: Int64) -> Timestamp { adding(milliseconds: seconds * 1000) }
 
     /// `2026-11-29T12:25:44.123Z`
-    public var description: String { iso8601 }
+    var description: String { iso8601 }
 }
 
 /// A calendar date-time in UTC, the shape MariaDB's MYSQL_TIME and ISO-8601 both use.
-public struct CivilDateTime: Sendable, Equatable {
-    public var year: Int, month: Int, day: Int
-    public var hour: Int, minute: Int, second: Int, millisecond: Int
+struct CivilDateTime: Sendable, Equatable {
+    var year: Int, month: Int, day: Int
+    var hour: Int, minute: Int, second: Int, millisecond: Int
 
-    public init(year: Int, month: Int, day: Int, hour: Int = 0, minute: Int = 0, second: Int = 0, millisecond: Int = 0) {
+    init(year: Int, month: Int, day: Int, hour: Int = 0, minute: Int = 0, second: Int = 0, millisecond: Int = 0) {
         self.year = year; self.month = month; self.day = day
         self.hour = hour; self.minute = minute; self.second = second; self.millisecond = millisecond
     }
@@ -34,7 +34,7 @@ public struct CivilDateTime: Sendable, Equatable {
 
 extension Timestamp {
     /// Howard Hinnant's days-from-civil algorithm (proleptic Gregorian, exact for all Int64 days).
-    public init(_ civil: CivilDateTime) {
+    init(_ civil: CivilDateTime) {
         let y = Int64(civil.month <= 2 ? civil.year - 1 : civil.year)
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
@@ -46,7 +46,7 @@ extension Timestamp {
         self.init(millisecondsSinceEpoch: seconds * 1000 + Int64(civil.millisecond))
     }
 
-    public var civil: CivilDateTime {
+    var civil: CivilDateTime {
         let ms = millisecondsSinceEpoch
         let totalSeconds = ms >= 0 ? ms / 1000 : (ms - 999) / 1000
         let millisecond = Int(ms - totalSeconds * 1000)
@@ -66,7 +66,7 @@ extension Timestamp {
     }
 
     /// ISO-8601 in UTC with milliseconds, as every API response prints instants.
-    public var iso8601: String {
+    var iso8601: String {
         let c = civil
         guard (0...9999).contains(c.year) else { return paddedISO8601(c) }
         // YYYY-MM-DDTHH:MM:SS.mmmZ written straight into the string's storage (hot: every
@@ -95,7 +95,7 @@ extension Timestamp {
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fff][Z|+HH:MM|-HH:MM]` and `YYYY-MM-DD` (midnight UTC).
-    public init?(iso8601 text: String) {
+    init?(iso8601 text: String) {
         let b = Array(text.utf8)
         func digits(_ start: Int, _ count: Int) -> Int? {
             guard start + count <= b.count else { return nil }

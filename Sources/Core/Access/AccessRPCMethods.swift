@@ -1,0 +1,61 @@
+/// What `access.get` needs of its context.
+protocol AccessRPCContext: RPCContextProtocol {
+    var idPattern: UserIdPattern { get }
+    var catalog: ProductCatalog { get }
+    var plans: PlanCatalog { get }
+    var flags: FlagCache { get }
+    /// The operator overlays in detail (grants with their status, campaign memberships):
+    /// the grant and grandfathering features answer it, through the application.
+    func overlayDetails(userId: String, now: Timestamp, on db: DatabaseConnection) throws -> (grants: [JSON], campaigns: [JSON])
+}
+
+extension RPCMethodRegistry where Context: AccessRPCContext {
+    /// `access.get`: what an operator panel shows for one user.
+    mutating func registerAccessMethods() {
+        register("access.get",
+                 summary: "A user's access snapshot (as GET /billing/access) plus every source in detail: store rows, grants with status, campaigns",
+                 params: "{userId}") { request, context in
+            try request.params.expectOnly("userId")
+            let userId = try request.params.requireUserId(pattern: context.idPattern)
+            let db = try context.requireDatabase()
+            let now = context.clock.now()
+            let cadence = context.catalog.cadence(of:)
+            return try db.readOnlySnapshot { db -> JSON in
+                guard let user = try db.queryOne("SELECT created_at, source, deleted_at FROM billing_users WHERE id = \(userId)"),
+                      var snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db) else {
+                    throw BillingError.notFound("user", ["userId": .string(userId)])
+                }
+                snapshot.quota = try QuotaService.status(for: snapshot, plans: try context.plans.plans(on: db),
+                                                         enforcement: context.flags.current(on: db).enforcement, on: db)
+                let subscriptions = try db.query("SELECT \(unsafeRaw: SubscriptionState.columns) FROM billing_subscriptions s WHERE s.user_id = \(userId) ORDER BY s.subscription_id")
+                    .map { (row) throws(DatabaseError) -> SubscriptionState in try SubscriptionState(row: row) }
+                let overlays = try context.overlayDetails(userId: userId, now: now, on: db)
+                return [
+                    "snapshot": snapshot.json,
+                    "user": ["userId": .string(userId), "createdAt": .string(try user.timestamp("created_at").iso8601),
+                             "source": .string(try user.string("source")),
+                             "deletedAt": JSON(try user.optionalTimestamp("deleted_at")?.iso8601)],
+                    "store": .array(subscriptions.map { $0.adminJSON(at: now) }),
+                    "grants": .array(overlays.grants),
+                    "campaigns": .array(overlays.campaigns),
+                ]
+            }
+        }
+    }
+}
+
+extension SubscriptionState {
+    /// A stored subscription with its read-time verdict, for operators.
+    func adminJSON(at now: Timestamp) -> JSON {
+        [
+            "subscriptionId": .string(subscriptionId), "provider": .string(provider.rawValue), "platform": JSON(platform),
+            "environment": .string(environment.rawValue), "productId": JSON(productId), "tier": JSON(tier?.rawValue),
+            "phase": .string(phase(at: now).rawValue), "storedPhase": .string(phase.rawValue), "willRenew": .bool(willRenew),
+            "inTrialPeriod": .bool(inTrialPeriod), "purchasedAt": JSON(purchasedAt?.iso8601), "expiresAt": JSON(expiresAt?.iso8601),
+            "graceExpiresAt": JSON(graceExpiresAt?.iso8601), "grantsAccess": .bool(grantsAccess(at: now)),
+            "pendingChange": pendingChange.map { ["productId": .string($0.productId), "tier": JSON($0.tier?.rawValue),
+                                                  "effectiveAt": JSON($0.effectiveAt?.iso8601)] } ?? .null,
+            "lastEventAt": .string(lastEventAt.iso8601),
+        ]
+    }
+}

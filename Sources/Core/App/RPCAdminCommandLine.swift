@@ -1,0 +1,90 @@
+/// The arguments of `billing-rpc` (serving), parsed in Core so the executable stays wiring
+/// only. The `migrate` and `dev-token` subcommands are parsed by `RPCAdminApp`.
+struct RPCAdminCommandLine: Sendable, Equatable {
+    var configPath: String?
+    var logFile: String?
+    /// Overrides `admin.socket` of the configuration.
+    var socketPath: String?
+    var maxConnections = 32
+    var idleTimeoutSeconds = 300.0
+    var readTimeoutSeconds = 10.0
+    var showHelp = false
+
+    init() {}
+
+    static let usage = """
+        usage: billing-rpc --config FILE [options]              serve JSON-RPC on admin.socket
+               billing-rpc migrate --config FILE --sql-dir DIR [--status]
+               billing-rpc dev-token --key PEM --kid KID --issuer ISS --audience AUD [--ttl SECONDS] USER_ID
+
+        JSON-RPC 2.0 admin daemon, newline-delimited JSON on a Unix socket (mode 0660).
+        SIGTERM/SIGINT: stop accepting, finish calls in flight, remove the socket, exit 0.
+        SIGUSR1/SIGHUP: reopen the log file.
+
+        options:
+          --config FILE            configuration (JSON); BILLING__section__key env vars override it
+          --socket PATH            Unix socket to listen on (default: admin.socket of the configuration)
+          --log-file PATH          JSON-lines log (default: log.file, else standard error)
+          --max-connections N      concurrent connections, one thread each (default 32)
+          --idle-timeout SECONDS   close a connection silent for this long (default 300)
+          --read-timeout SECONDS   close a connection that starts a line and stalls (default 10)
+          -h, --help               this text
+
+        """
+
+    /// Parses the arguments after the program name.
+    static func parse(_ arguments: [String]) throws(RPCServerError) -> RPCAdminCommandLine {
+        var result = RPCAdminCommandLine()
+        var remaining = arguments[...]
+        func value(for option: String) throws(RPCServerError) -> String {
+            guard let value = remaining.popFirst() else { throw RPCServerError("\(option) needs a value") }
+            return value
+        }
+        func positive(_ option: String) throws(RPCServerError) -> Double {
+            let text = try value(for: option)
+            guard let number = Double(text), number > 0, number.isFinite else {
+                throw RPCServerError("\(option) must be a positive number, got \(text)")
+            }
+            return number
+        }
+        while let argument = remaining.popFirst() {
+            switch argument {
+            case "--socket": result.socketPath = try value(for: argument)
+            case "--config": result.configPath = try value(for: argument)
+            case "--log-file": result.logFile = try value(for: argument)
+            case "--max-connections":
+                let number = try positive(argument)
+                guard let count = Int(exactly: number) else { throw RPCServerError("--max-connections must be an integer") }
+                result.maxConnections = count
+            case "--idle-timeout": result.idleTimeoutSeconds = try positive(argument)
+            case "--read-timeout": result.readTimeoutSeconds = try positive(argument)
+            case "-h", "--help": result.showHelp = true
+            default: throw RPCServerError("unknown argument \(argument)")
+            }
+        }
+        if !result.showHelp && result.socketPath == nil && result.configPath == nil {
+            throw RPCServerError("--config FILE (or --socket PATH) is required")
+        }
+        return result
+    }
+
+    /// The server configuration these arguments describe.
+    func serverConfiguration() -> RPCSocketServerConfiguration {
+        var configuration = RPCSocketServerConfiguration(socketPath: socketPath ?? "")
+        configuration.maxConnections = maxConnections
+        configuration.idleTimeoutSeconds = idleTimeoutSeconds
+        configuration.readTimeoutSeconds = readTimeoutSeconds
+        return configuration
+    }
+}
+
+import Glibc
+
+extension RPCAdminCommandLine {
+    /// Prints `billing-rpc: message` to stderr and exits with `status` (64 = usage, EX_USAGE).
+    static func exit(_ message: String, status: Int32) -> Never {
+        let line = Array("billing-rpc: \(message)\n".utf8)
+        _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        Glibc.exit(status)
+    }
+}

@@ -1,0 +1,107 @@
+/// The inbox (`billing_events`) seen from the fold: writing a normalized delivery once and
+/// reading a user's applied events back as `StoreEvent`s.
+enum EventInbox {
+    enum Status: String, Sendable {
+        case applied, unmatched, ignored, failed
+    }
+
+    /// The columns `StoreEvent(row:)` reads, for SELECTs (`e.` prefixed).
+    static let columns = """
+        e.id, e.provider, e.provider_event_id, e.event_type, e.kind, e.intrinsic_at, e.subscription_id, e.product_id,
+        e.tier, e.period_type, e.is_trial, e.environment, e.store, e.purchased_at, e.expires_at, e.grace_expires_at,
+        e.price_milli, e.currency, e.reason, e.new_product_id, e.new_tier, e.effective_at, e.will_renew,
+        e.in_billing_retry, e.expiration_intent
+        """
+
+    /// Inserts the delivery; nil when the provider event id is already in the inbox (the
+    /// unique key decides, not this code). Must run inside the caller's transaction.
+    static func insert(_ event: StoreEvent, payload: JSON, userId: String?, status: Status,
+                              statusReason: String?, receivedAt: Timestamp,
+                              on db: DatabaseConnection) throws(DatabaseError) -> UInt64? {
+        do {
+            let result = try db.execute("""
+                INSERT INTO billing_events (provider, provider_event_id, user_id, event_type, kind, subscription_id,
+                  product_id, new_product_id, new_tier, effective_at, will_renew, in_billing_retry, expiration_intent, tier, period_type, is_trial, price_milli,
+                  currency, store, reason, environment, purchased_at, expires_at, grace_expires_at, intrinsic_at,
+                  received_at, applied_at, status, status_reason, payload)
+                VALUES (\(event.provider.rawValue), \(event.providerEventId), \(userId), \(event.rawType), \(event.kind.rawValue),
+                  \(event.subscriptionId), \(event.productId), \(event.newProductId), \(event.newTier?.rawValue),
+                  \(event.effectiveAt), \(event.willRenew), \(event.inBillingRetry), \(event.expirationIntent.map(Int64.init)),
+                  \(event.tier?.rawValue), \(storedPeriodType(event.periodType)),
+                  \(event.isTrial), \(event.priceMilli), \(event.currency), \(event.platform), \(event.cancelReason),
+                  \(event.environment.rawValue), \(event.purchasedAt), \(event.expiresAt), \(event.graceExpiresAt),
+                  \(event.intrinsicAt), \(receivedAt), \(status == .applied ? receivedAt : nil), \(status.rawValue),
+                  \(statusReason), \(payload))
+                """)
+            return result.lastInsertID
+        } catch where error.isDuplicateKey {
+            return nil
+        }
+    }
+
+    /// Provider period types as the schema stores them (lowercase, a known set).
+    static func storedPeriodType(_ value: String?) -> String? {
+        guard let value = value?.lowercased() else { return nil }
+        return ["normal", "trial", "intro", "promotional", "prepaid"].contains(value) ? value : nil
+    }
+
+    /// Links an applied event to the known users it concerns.
+    static func addParty(eventId: UInt64, userId: String, role: PartyRole, on db: DatabaseConnection) throws(DatabaseError) {
+        try db.execute("""
+            INSERT INTO billing_event_parties (user_id, event_id, role) VALUES (\(userId), \(eventId), \(role.rawValue))
+            ON DUPLICATE KEY UPDATE role = role
+            """)
+    }
+
+    /// Remembers ids that may name a user later, so the event folds in when he appears.
+    static func addCandidates(eventId: UInt64, ids: [String], role: PartyRole, on db: DatabaseConnection) throws(DatabaseError) {
+        for id in ids {
+            try db.execute("""
+                INSERT INTO billing_event_user_candidates (candidate_id, event_id, role) VALUES (\(id), \(eventId), \(role.rawValue))
+                ON DUPLICATE KEY UPDATE role = VALUES(role)
+                """)
+        }
+    }
+
+    enum PartyRole: String, Sendable {
+        case subject
+        case transferFrom = "transfer_from"
+        case transferTo = "transfer_to"
+    }
+}
+
+extension StoreEvent {
+    /// An inbox row read back (columns `EventInbox.columns`).
+    init(row: SQLRow) throws(DatabaseError) {
+        func tier(_ column: String) throws(DatabaseError) -> Tier? {
+            try row.optionalString(column).flatMap(Tier.init(rawValue:))
+        }
+        let periodType = try row.optionalString("period_type")?.uppercased()
+        let willRenew = try row.optionalInt64("will_renew").map { $0 != 0 }
+        self.init(
+            provider: EventProvider(rawValue: try row.string("provider")) ?? .revenuecat,
+            providerEventId: try row.string("provider_event_id"),
+            rawType: try row.string("event_type"),
+            kind: EventKind(rawValue: try row.string("kind")) ?? .unknown,
+            intrinsicAt: try row.optionalTimestamp("intrinsic_at"),
+            subscriptionId: try row.optionalString("subscription_id"),
+            productId: try row.optionalString("product_id"),
+            tier: try tier("tier"),
+            periodType: periodType,
+            isTrial: try row.bool("is_trial"),
+            environment: StoreEnvironment(rawValue: try row.string("environment")) ?? .production,
+            platform: try row.optionalString("store"),
+            purchasedAt: try row.optionalTimestamp("purchased_at"),
+            expiresAt: try row.optionalTimestamp("expires_at"),
+            graceExpiresAt: try row.optionalTimestamp("grace_expires_at"),
+            priceMilli: try row.optionalInt64("price_milli"),
+            currency: try row.optionalString("currency"),
+            cancelReason: try row.optionalString("reason"),
+            newProductId: try row.optionalString("new_product_id"),
+            newTier: try tier("new_tier"),
+            effectiveAt: try row.optionalTimestamp("effective_at"),
+            willRenew: willRenew,
+            inBillingRetry: try row.optionalInt64("in_billing_retry").map { $0 != 0 },
+            expirationIntent: try row.optionalInt64("expiration_intent").map { Int($0) })
+    }
+}

@@ -1,0 +1,62 @@
+/// What the `events.*` methods need of their context.
+protocol EventRPCContext: RPCContextProtocol {
+    var idPattern: UserIdPattern { get }
+}
+
+extension RPCMethodRegistry where Context: EventRPCContext {
+    /// `events.list`, `events.reproject`, `events.retryQuarantined`. `replayers` maps a
+    /// quarantine provider to its replay function (each provider feature adds its own).
+    mutating func registerEventMethods(replayers: QuarantineReplayers) {
+        register("events.list", summary: "Inbox events newest first, without payloads (page with nextCursor)",
+                 params: "{userId?, provider?: revenuecat|apple_notification|apple_transaction, status?: applied|unmatched|ignored|failed, cursor?: integer, limit?: 1..1000 (50)}") { request, context in
+            let p = request.params
+            try p.expectOnly("userId", "provider", "status", "cursor", "limit")
+            let userId = try p.optionalString("userId", maxLength: 128)
+            let provider = try p.optionalString("provider", oneOf: ["revenuecat", "apple_notification", "apple_transaction"])
+            let status = try p.optionalString("status", oneOf: ["applied", "unmatched", "ignored", "failed"])
+            let cursor = try p.optionalInt("cursor", in: 1...Int.max).map(UInt64.init)
+            let limit = try p.optionalInt("limit", in: 1...1000) ?? 50
+            let page = try EventAdmin.list(userId: userId, provider: provider, status: status, cursor: cursor, limit: limit,
+                                           on: try context.requireDatabase())
+            return ["events": .array(page.events), "nextCursor": page.nextCursor.map { .int(Int64($0)) } ?? .null]
+        }
+        register("events.reproject",
+                 summary: "Re-fold a user's store access from the inbox, store it, and report every difference from the stored rows",
+                 params: "{userId, actor}") { request, context in
+            try request.params.expectOnly("userId", "actor")
+            let userId = try request.params.requireUserId(pattern: context.idPattern)
+            let actor = try request.params.requireActor()
+            let outcome = try EventAdmin.reproject(userId: userId, actor: actor, now: context.clock.now(), on: try context.requireDatabase())
+            return ["userId": .string(userId), "consistent": .bool(outcome.differences.isEmpty),
+                    "differences": .array(outcome.differences.map(\.json)), "revision": .int(Int64(outcome.result.revision)),
+                    "appliedEvents": .int(Int64(outcome.result.projection.appliedEvents)),
+                    "subscriptions": .int(Int64(outcome.result.projection.subscriptions.count))]
+        }
+        register("events.retryQuarantined",
+                 summary: "Re-run quarantined deliveries (after fixing trust or secrets) through their provider's replayer; one outcome per row",
+                 params: "{ids?: [integer] | all?: true, limit?: 1..1000 (100), actor}") { request, context in
+            let p = request.params
+            try p.expectOnly("ids", "all", "limit", "actor")
+            let actor = try p.requireActor()
+            let all = try p.optionalBool("all") ?? false
+            let idValues = try p.optionalArray("ids")
+            var ids: [UInt64]?
+            if let idValues {
+                guard !all else { throw RPCError.invalidParams("give either \"ids\" or \"all\", not both", field: "all") }
+                guard !idValues.isEmpty, idValues.count <= 1000 else { throw RPCError.invalidParams("\"ids\" must hold 1 to 1000 ids", field: "ids") }
+                ids = try idValues.enumerated().map { (index, value) throws(RPCError) -> UInt64 in
+                    guard let id = value.int64Value, id > 0 else {
+                        throw RPCError.invalidParams("\"ids[\(index)]\" must be a positive integer", field: "ids[\(index)]")
+                    }
+                    return UInt64(id)
+                }
+            } else if !all {
+                throw RPCError.invalidParams("give \"ids\" or \"all\": true", field: "ids")
+            }
+            let limit = try p.optionalInt("limit", in: 1...1000) ?? 100
+            let results = try replayers.retry(ids: ids, limit: limit, actor: actor,
+                                              now: context.clock.now(), on: try context.requireDatabase())
+            return ["results": .array(results), "replayers": .array(replayers.providers.map(JSON.string))]
+        }
+    }
+}

@@ -1,0 +1,135 @@
+/// Who delivered an event into the inbox.
+enum EventProvider: String, Sendable, CaseIterable {
+    case revenuecat
+    case appleNotification = "apple_notification"
+    case appleTransaction = "apple_transaction"
+}
+
+enum StoreEnvironment: String, Sendable, CaseIterable {
+    case production, sandbox
+}
+
+/// What an event means, across providers. The raw provider type is kept beside it.
+enum EventKind: String, Sendable, CaseIterable {
+    case purchase               // first purchase of a subscription (trial or paid)
+    case renewal                // a new period (incl. trial conversion, confirmed plan change)
+    case cancellation           // auto-renew turned off: access stays until expiry
+    case uncancellation         // auto-renew turned back on
+    case expiration             // the subscription ended
+    case billingIssue = "billing_issue"       // payment failed: grace or billing retry
+    case productChange = "product_change"     // a pending change of product (informative)
+    case nonRenewingPurchase = "non_renewing_purchase"
+    case `extension`            // expiry moved later by the store
+    case pause                  // will pause at the next renewal
+    case temporaryGrant = "temporary_grant"   // store outage: temporary access
+    case refund                 // money returned: access its transaction granted ends at the revocation
+    case revoke                 // access withdrawn without a refund (App Store family sharing): ends like a refund
+    case refundReversed = "refund_reversed"
+    case promotional            // store-side promotional access
+    case transfer               // purchases moved between app users
+    case priceIncrease = "price_increase"     // informational (App Store PRICE_INCREASE): only renewal info applies
+    case test
+    /// A type the server does not know. Stored and answered 200; applied only when it
+    /// carries a verified App Store transaction (its period and expiry still count).
+    case unknown
+}
+
+/// One normalized store event: what the fold needs, provider-independent. Built by the
+/// RevenueCat and App Store decoders; stored in `billing_events` columns.
+struct StoreEvent: Sendable, Equatable {
+    var provider: EventProvider
+    /// RevenueCat `event.id`, Apple `notificationUUID`, or a client `transactionId`.
+    var providerEventId: String
+    var rawType: String
+    var kind: EventKind
+    /// Ordering key: the provider's own event time. Events without one are never applied.
+    var intrinsicAt: Timestamp?
+    /// The subscription's identity (`original_transaction_id` / `originalTransactionId`).
+    var subscriptionId: String?
+    var productId: String?
+    var tier: Tier?
+    /// RevenueCat `period_type` or the App Store offer type, upper-cased (TRIAL, INTRO, NORMAL, …).
+    var periodType: String?
+    var isTrial: Bool
+    var environment: StoreEnvironment
+    /// Who manages the subscription (`app_store`, `play_store`, `stripe`, `promotional`, …).
+    var platform: String?
+    var purchasedAt: Timestamp?
+    var expiresAt: Timestamp?
+    var graceExpiresAt: Timestamp?
+    /// Price in thousandths of `currency`.
+    var priceMilli: Int64?
+    var currency: String?
+    var cancelReason: String?
+    /// For product changes: the product the subscription changes to, and its tier.
+    var newProductId: String?
+    var newTier: Tier?
+    /// For product changes, when the change takes effect if known.
+    var effectiveAt: Timestamp?
+    /// Auto-renew state carried by the event, when the provider says it (App Store renewal info).
+    var willRenew: Bool?
+    /// App Store renewal info `isInBillingRetryPeriod`, when the event carries renewal info:
+    /// the store is retrying a failed charge (with access while `graceExpiresAt` lies ahead).
+    var inBillingRetry: Bool?
+    /// App Store renewal info `expirationIntent` (1 voluntary, 2 billing error, 3 price
+    /// increase declined, 4 product unavailable, 5 other), when the subscription has expired.
+    var expirationIntent: Int?
+    /// For transfers: the app user ids that lose their store access, and those that gain it.
+    var transferredFrom: [String]
+    var transferredTo: [String]
+
+    init(provider: EventProvider, providerEventId: String, rawType: String, kind: EventKind,
+                intrinsicAt: Timestamp?, subscriptionId: String? = nil, productId: String? = nil, tier: Tier? = nil,
+                periodType: String? = nil, isTrial: Bool = false, environment: StoreEnvironment = .production,
+                platform: String? = nil, purchasedAt: Timestamp? = nil, expiresAt: Timestamp? = nil,
+                graceExpiresAt: Timestamp? = nil, priceMilli: Int64? = nil, currency: String? = nil,
+                cancelReason: String? = nil, newProductId: String? = nil, newTier: Tier? = nil,
+                effectiveAt: Timestamp? = nil, willRenew: Bool? = nil, inBillingRetry: Bool? = nil,
+                expirationIntent: Int? = nil, transferredFrom: [String] = [], transferredTo: [String] = []) {
+        self.provider = provider
+        self.providerEventId = providerEventId
+        self.rawType = rawType
+        self.kind = kind
+        self.intrinsicAt = intrinsicAt
+        self.subscriptionId = subscriptionId
+        self.productId = productId
+        self.tier = tier
+        self.periodType = periodType
+        self.isTrial = isTrial
+        self.environment = environment
+        self.platform = platform
+        self.purchasedAt = purchasedAt
+        self.expiresAt = expiresAt
+        self.graceExpiresAt = graceExpiresAt
+        self.priceMilli = priceMilli
+        self.currency = currency
+        self.cancelReason = cancelReason
+        self.newProductId = newProductId
+        self.newTier = newTier
+        self.effectiveAt = effectiveAt
+        self.willRenew = willRenew
+        self.inBillingRetry = inBillingRetry
+        self.expirationIntent = expirationIntent
+        self.transferredFrom = transferredFrom
+        self.transferredTo = transferredTo
+    }
+
+    /// Whether the fold may apply this event at all: it needs an intrinsic time; tests never
+    /// change access, nor do unknown types unless they carry a verified App Store
+    /// transaction (SPEC §5: every notification carrying a transaction updates its
+    /// subscription, including types the server does not know).
+    var isApplicable: Bool {
+        guard intrinsicAt != nil, kind != .test else { return false }
+        return kind != .unknown || (provider != .revenuecat && subscriptionId != nil)
+    }
+}
+
+/// The deterministic order of the fold: intrinsic time, then provider event id (so two
+/// events at the same millisecond still fold the same way whatever their arrival order).
+func foldOrder(_ a: StoreEvent, _ b: StoreEvent) -> Bool {
+    let ta = a.intrinsicAt?.millisecondsSinceEpoch ?? .min
+    let tb = b.intrinsicAt?.millisecondsSinceEpoch ?? .min
+    if ta != tb { return ta < tb }
+    if a.providerEventId != b.providerEventId { return a.providerEventId < b.providerEventId }
+    return a.provider.rawValue < b.provider.rawValue
+}

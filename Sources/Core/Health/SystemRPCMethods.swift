@@ -1,0 +1,40 @@
+import Glibc
+
+/// What the `system.*` methods need of their context.
+protocol SystemRPCContext: RPCContextProtocol {
+    var server: RPCServerInfo { get }
+    /// `{status: ok|down}` from a probe of the database; quick, never throws.
+    var databaseStatus: () -> JSON { get }
+    /// Where the FastCGI workers publish their metrics snapshots.
+    var metricsDirectory: MetricsDirectory { get }
+}
+
+extension RPCMethodRegistry where Context: SystemRPCContext {
+    /// `system.health` and `system.listMethods`: what the CLI and monitoring need from a
+    /// daemon that has no other feature yet.
+    mutating func registerSystemMethods() {
+        register("system.health",
+                 summary: "Daemon status: pid, uptime, version, server time, database probe and the FastCGI workers (pid, uptime, requests served, busy threads)",
+                 params: "none") { request, context in
+            try request.params.expectOnly()
+            let uptimeMilliseconds = monotonicMilliseconds() - context.server.startedAtMonotonicMilliseconds
+            return [
+                "status": "ok",
+                "pid": .int(Int64(getpid())),
+                "uptimeSeconds": .int(uptimeMilliseconds / 1000),
+                "version": .string(context.server.version),
+                "startedAt": .string(context.server.startedAt.iso8601),
+                "serverTime": .string(context.clock.now().iso8601),
+                "database": context.databaseStatus(),
+                "workers": .array(context.metricsDirectory.readAll(now: context.clock.now()).sorted { $0.worker < $1.worker }.map { $0.summary(now: context.clock.now()) }),
+            ]
+        }
+        register("system.listMethods", summary: "Names, one-line descriptions and params of all methods",
+                 params: "none") { request, context in
+            try request.params.expectOnly()
+            return .array(context.registry.methods.map { method in
+                ["name": .string(method.name), "summary": .string(method.summary), "params": .string(method.paramsHelp)]
+            })
+        }
+    }
+}

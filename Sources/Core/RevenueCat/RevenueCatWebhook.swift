@@ -1,0 +1,53 @@
+/// `POST /api/v1/billing/webhooks/revenuecat` (SPEC §5, seeds/000).
+///
+/// The whole `Authorization` header must equal `revenuecat.webhookSecret` byte for byte
+/// (compared in constant time; `previousWebhookSecret` too while rotating): no scheme
+/// parsing. Unset secret → 501; mismatch → 401 with nothing written. The 200 is sent only
+/// after the inbox row and its projection committed; a database outage is a 503, which
+/// RevenueCat retries.
+enum RevenueCatWebhook {
+    /// What the webhook needs of its request context.
+    protocol Context: DatabaseRequestContext {
+        var revenuecat: BillingConfiguration.RevenueCat { get }
+        var maxBodyBytes: Int { get }
+        var tiers: TierResolver { get }
+        var idPattern: UserIdPattern { get }
+        var metrics: BillingMetrics { get }
+    }
+
+    static func handle(_ request: HTTPRequest, _ context: some Context) throws -> HTTPResponse {
+        let settings = context.revenuecat
+        guard let secret = settings.webhookSecret, !secret.isEmpty else {
+            throw APIError.notConfigured("the RevenueCat webhook is not configured (revenuecat.webhookSecret)")
+        }
+        let presented = request.headers["Authorization"] ?? ""
+        // Both comparisons always run, so timing does not tell which secret matched.
+        let current = constantTimeEquals(presented, secret)
+        let previous = settings.previousWebhookSecret.map { !$0.isEmpty && constantTimeEquals(presented, $0) } ?? false
+        guard current || previous else {
+            context.logger.warning("webhook refused", ["webhook.provider": "revenuecat", "webhook.reason": "bad_secret"])
+            context.metrics.webhook(.revenuecat, .rejected)
+            throw APIError.unauthorized("the Authorization header does not match the configured webhook secret", code: "bad_secret")
+        }
+
+        let delivery: RevenueCatDelivery
+        do {
+            let body = try request.jsonBody(limits: JSONLimits(maxBytes: context.maxBodyBytes, maxDepth: 32))
+            delivery = try RevenueCatDelivery.decode(body, tiers: context.tiers, idPattern: context.idPattern)
+        } catch {
+            context.metrics.webhook(.revenuecat, .rejected)
+            throw error
+        }
+        let outcome = try EventIngestion.ingest(delivery.event, payload: delivery.payload, subjectCandidates: delivery.userCandidates,
+                                                now: context.clock.now(), on: try context.requireDatabase())
+        let result = EventIngestion.metricsOutcome(outcome)
+        context.metrics.webhook(.revenuecat, result)
+        context.outcome = result.rawValue
+        context.logger.info("webhook ingested", [
+            "webhook.provider": "revenuecat", "event.type": .string(delivery.event.rawType),
+            "event.outcome": .string(outcome.duplicate ? "duplicate" : outcome.status?.rawValue ?? "unknown"),
+            "event.id": outcome.eventId.map { .int(Int64($0)) } ?? .null,
+        ])
+        return .json(.ok, outcome.json)
+    }
+}

@@ -1,0 +1,59 @@
+/// What the `users.*` methods need of their context.
+protocol UserRPCContext: RPCContextProtocol {
+    var idPattern: UserIdPattern { get }
+    var bindingPolicy: BillingConfiguration.Binding.Policy { get }
+}
+
+extension RPCMethodRegistry where Context: UserRPCContext {
+    /// `users.import` and `users.delete`.
+    mutating func registerUserMethods() {
+        register("users.import",
+                 summary: "Import users with their original sign-up time (idempotent; createdAt drives grandfather cohorts; waiting store events fold in)",
+                 params: "{users: [{id, createdAt: ISO-8601}] (at most 10000), actor}") { request, context in
+            try request.params.expectOnly("users", "actor")
+            let actor = try request.params.requireActor()
+            let elements = try request.params.requireArray("users")
+            guard elements.count <= 10_000 else { throw RPCError.invalidParams("\"users\" holds at most 10000 users per call", field: "users") }
+            var users: [UserAdmin.ImportedUser] = []
+            users.reserveCapacity(elements.count)
+            for (index, element) in elements.enumerated() {
+                let params = RPCParams(element)
+                let field = "users[\(index)]"
+                guard case .object = element else { throw RPCError.invalidParams("\"\(field)\" must be an object", field: field) }
+                do {
+                    try params.expectOnly("id", "createdAt")
+                    users.append(UserAdmin.ImportedUser(id: try params.requireUserId("id", pattern: context.idPattern),
+                                                        createdAt: try params.requireTimestamp("createdAt")))
+                } catch let error as RPCError {
+                    var nested = error
+                    let inner = (error.data?["field"]?.stringValue).map { "\(field).\($0)" } ?? field
+                    nested.data = ["field": .string(inner)]
+                    let prefix = "Invalid params: "
+                    if error.message.hasPrefix(prefix) {
+                        nested.message = prefix + field + ": " + error.message.dropFirst(prefix.count)
+                    }
+                    throw nested
+                }
+            }
+            let result = try UserAdmin.importUsers(users, actor: actor, now: context.clock.now(), on: try context.requireDatabase())
+            return ["received": .int(Int64(users.count)), "inserted": .int(Int64(result.inserted)),
+                    "existing": .int(Int64(result.existing)), "claimedEvents": .array(result.claimed.map(JSON.string))]
+        }
+        register("users.delete",
+                 summary: "Delete a user: unbinds his store subscriptions; grants and campaigns are listed, not revoked; audited",
+                 params: "{userId, actor, reason?}") { request, context in
+            try request.params.expectOnly("userId", "actor", "reason")
+            let userId = try request.params.requireUserId(pattern: context.idPattern)
+            let actor = try request.params.requireActor()
+            let reason = try request.params.optionalString("reason", maxLength: 255)
+            let now = context.clock.now()
+            let result = try UserAdmin.delete(userId: userId, actor: actor, reason: reason, now: now,
+                                              policy: context.bindingPolicy, on: try context.requireDatabase())
+            return ["userId": .string(userId), "deleted": .bool(!result.alreadyDeleted), "alreadyDeleted": .bool(result.alreadyDeleted),
+                    "unboundSubscriptions": .array(result.unboundSubscriptions.map(JSON.string)),
+                    "grantsUntouched": .array(result.grantsUntouched.map { $0.json(at: now) }),
+                    "campaignsUntouched": .array(result.campaignsUntouched.map(JSON.string))]
+        }
+    }
+}
+
