@@ -94,6 +94,33 @@ import Testing
         }
     }
 
+    /// A later layer's choice of a secret's form replaces the earlier one's: an environment
+    /// variable setting `webhookSecret` over a file that sets `webhookSecretFile` (and the
+    /// reverse, and for every `xFile` pair) is not "both".
+    @Test func laterLayerReplacesTheOtherFormOfASecret() throws {
+        let dir = "/tmp/fcgibilling-config-twin-\(getpid())"
+        mkdir(dir, 0o700)
+        defer { unlink("\(dir)/config.json"); unlink("\(dir)/secret"); rmdir(dir) }
+        try write("\(dir)/secret", "from-file\n")
+        try write("\(dir)/config.json", #"{"revenuecat": {"webhookSecretFile": "/nonexistent/secret"}, "database": {"password": "base"}}"#)
+        let inline = try BillingConfiguration.load(path: "\(dir)/config.json", environment: [
+            "BILLING__revenuecat__webhookSecret": "Bearer inline",
+            "BILLING__database__passwordFile": "\(dir)/secret",
+        ])
+        #expect(inline.revenuecat.webhookSecret == "Bearer inline", "the unreadable base file is no longer read")
+        #expect(inline.database.password == "from-file")
+        for (key, twin) in [("webhookSecret", "webhookSecretFile"), ("passwordFile", "password"), ("privateKeyFile", "privateKey")] {
+            #expect(JSONObject.twin(of: key) == twin)
+        }
+    }
+
+    /// `apple.environments` in any spelling the providers use, kept as Apple writes it.
+    @Test func environmentsAcceptEverySpelling() throws {
+        let config = try BillingConfiguration(json: ["apple": ["environments": ["production", "SANDBOX"]]])
+        #expect(config.apple.environments == ["Production", "Sandbox"])
+        #expect(throws: ConfigurationError.self) { try BillingConfiguration(json: ["apple": ["environments": ["staging"]]]) }
+    }
+
     @Test func secretAndSecretFileTogetherIsRefused() {
         #expect(throws: ConfigurationError.self) {
             try BillingConfiguration(json: ["revenuecat": ["webhookSecret": "a", "webhookSecretFile": "/x"]])

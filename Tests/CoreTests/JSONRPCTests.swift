@@ -341,13 +341,18 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
         #expect(try RPCParams(nil).optionalBool("dryRun") == nil)
     }
 
-    @Test func failuresNameTheParameter() {
+    @Test func failuresNameTheParameter() throws {
         #expect(throws: RPCError.invalidParams("\"note\" is required", field: "note")) { try params.requireString("note") }
         #expect(throws: RPCError.invalidParams("\"limit\" must be between 1 and 5", field: "limit")) { try params.requireInt("limit", in: 1...5) }
         #expect(throws: RPCError.invalidParams("\"tier\" must be one of \"plus\"", field: "tier")) { try params.requireString("tier", oneOf: ["plus"]) }
         #expect(throws: RPCError.invalidParams("\"userId\" must be at most 1 characters", field: "userId")) { try params.requireString("userId", maxLength: 1) }
         #expect(throws: RPCError.invalidParams("\"userId\" must be a boolean, got string", field: "userId")) { try params.requireBool("userId") }
         #expect(throws: RPCError.self) { try params.requireTimestamp("userId") }
+        for spelling in ["production", "Production", "PRODUCTION"] {
+            #expect(try RPCParams(["environment": .string(spelling)]).requireEnvironment() == .production)
+        }
+        #expect(try RPCParams(["environment": "SANDBOX"]).requireEnvironment() == .sandbox)
+        #expect(throws: RPCError.self) { try RPCParams(["environment": "staging"]).requireEnvironment() }
         #expect(throws: RPCError.invalidParams("params must be an object with named members")) {
             try RPCParams(["u1"]).requireString("userId")
         }

@@ -264,12 +264,16 @@ config = {
     "users": {},
     "reporting": {"currency": "EUR"},
 }
+def twin(key):
+    # A secret and its file form are one setting: the overlay's choice replaces the base's.
+    return key[:-4] if key.endswith("File") and len(key) > 4 else key + "File"
 def merge(base, extra):
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(base.get(key), dict):
             merge(base[key], value)
         else:
             base[key] = value
+            base.pop(twin(key), None)
 if overlay:
     with open(overlay) as f:
         merge(config, json.load(f))

@@ -106,6 +106,14 @@ extension BillingConfiguration {
                 if let id = value.int64Value, id > 0 { apple.appAppleId = id } else { r.problem("appAppleId", "expected a positive integer") }
             }
             r.stringArray("environments", into: &apple.environments)
+            // Any spelling (production, Production, PRODUCTION), kept as Apple writes it.
+            apple.environments = apple.environments.map { name in
+                switch name.lowercased() {
+                case "production": return "Production"
+                case "sandbox": return "Sandbox"
+                default: return name
+                }
+            }
             for environment in apple.environments where environment != "Production" && environment != "Sandbox" {
                 r.problem("environments", "unknown environment \"\(environment)\" (Production, Sandbox)")
             }
@@ -144,16 +152,25 @@ extension BillingConfiguration {
 
 extension JSONObject {
     /// A copy with the value at `path` replaced, creating intermediate objects.
+    /// `path` set to `value`. A secret and its file form are one setting (`x` and `xFile`):
+    /// setting one removes the other, so a later layer (an overlay, an environment
+    /// variable) replaces an earlier one's choice instead of contradicting it.
     func setting(_ path: [String], to value: JSON) -> JSONObject {
         var copy = self
         guard let first = path.first else { return copy }
         if path.count == 1 {
             copy[first] = value
+            copy[Self.twin(of: first)] = nil
         } else {
             let child = copy[first]?.objectValue ?? JSONObject()
             copy[first] = .object(child.setting(Array(path.dropFirst()), to: value))
         }
         return copy
+    }
+
+    /// `xFile` for `x`, `x` for `xFile`.
+    static func twin(of key: String) -> String {
+        key.hasSuffix("File") && key.count > 4 ? String(key.dropLast(4)) : key + "File"
     }
 }
 

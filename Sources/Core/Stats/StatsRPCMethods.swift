@@ -14,7 +14,7 @@ extension RPCMethodRegistry where Context: StatsRPCContext {
             try request.params.expectOnly("from", "to", "environment", "currency", "timeZone")
             let from = try request.params.requireTimestamp("from")
             let to = try request.params.requireTimestamp("to")
-            let environment = StoreEnvironment(rawValue: try request.params.requireString("environment", oneOf: ["production", "sandbox"]))!
+            let environment = try request.params.requireEnvironment()
             let currency = try request.params.optionalString("currency", maxLength: 3) ?? context.reportingCurrency
             guard currency.utf8.count == 3, currency.utf8.allSatisfy({ $0 >= 65 && $0 <= 90 }) else {
                 throw RPCError.invalidParams("\"currency\" must be an ISO 4217 code such as EUR")
