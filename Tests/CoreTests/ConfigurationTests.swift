@@ -114,6 +114,13 @@ import Testing
         }
     }
 
+    @Test func allowedUsersTakesNamesAndUids() throws {
+        let config = try BillingConfiguration(json: ["admin": ["allowedUsers": ["ops", 1001]]])
+        #expect(config.admin.allowedUsers == ["ops", "1001"])
+        #expect(throws: ConfigurationError.self) { try BillingConfiguration(json: ["admin": ["allowedUsers": [-1]]]) }
+        #expect(throws: ConfigurationError.self) { try BillingConfiguration(json: ["admin": ["allowedUsers": "root"]]) }
+    }
+
     /// `apple.environments` in any spelling the providers use, kept as Apple writes it.
     @Test func environmentsAcceptEverySpelling() throws {
         let config = try BillingConfiguration(json: ["apple": ["environments": ["production", "SANDBOX"]]])

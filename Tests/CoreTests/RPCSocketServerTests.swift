@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 import Testing
 @testable import Core
 
@@ -57,6 +58,42 @@ import Testing
         #expect(lines.last??["id"] == "last", "a last line without newline is answered at end of input")
         server.stop()
         #expect(access(path, F_OK) != 0)
+    }
+
+    /// `admin.allowedUsers`: a peer whose uid the policy does not name gets one -32003 line
+    /// (id null: nothing it sent was read) and the refusal hook; a named uid is served.
+    @Test func refusesPeersOutsideThePolicyBeforeReadingAnything() throws {
+        let refused = Mutex<[UInt32]>([])
+        func serve(_ name: String, allowing uids: Set<UInt32>) throws -> String {
+            let path = Self.temporarySocketPath(name)
+            var registry = RPCMethodRegistry<AdminRPCContext>()
+            registry.registerSystemMethods()
+            var configuration = RPCSocketServerConfiguration(socketPath: path)
+            configuration.peerPolicy = RPCPeerPolicy(allowedUIDs: uids)
+            let server = RPCSocketServer(configuration: configuration, protocol: JSONRPCServerProtocol(registry: registry),
+                                         makeContext: { peer in AdminRPCContext(peer: peer) },
+                                         onRefusedPeer: { _, peer in refused.withLock { $0.append(peer?.uid ?? .max) } })
+            try server.start()
+            defer { server.stop() }
+            return try Self.exchange(path, Array(#"{"jsonrpc":"2.0","method":"system.health","id":7}"#.utf8), mayBeRefused: true)
+        }
+        let me = getuid()
+        let denied = try serve("peer-denied", allowing: [me &+ 1])
+        let reply = try JSON.parse(String(denied.split(separator: "\n")[0]))
+        #expect(reply["error"]?["code"]?.int64Value == -32003 && reply["id"] == .null)
+        #expect(denied.split(separator: "\n").count == 1)
+        #expect(refused.withLock { $0 } == [me])
+        let allowed = try serve("peer-allowed", allowing: [me])
+        #expect(try JSON.parse(String(allowed.split(separator: "\n")[0]))["id"]?.int64Value == 7)
+        #expect(refused.withLock { $0 } == [me], "an admitted peer is not reported")
+    }
+
+    @Test func policyResolvesNamesAndUidsAndDefaultsToRootAndSelf() throws {
+        #expect(try RPCPeerPolicy.resolving([]).allowedUIDs == [0, geteuid()])
+        #expect(try RPCPeerPolicy.resolving(["root", "1234"]).allowedUIDs == [0, 1234])
+        #expect(throws: ConfigurationError.self) { try RPCPeerPolicy.resolving(["no-such-user-here"]) }
+        #expect(!RPCPeerPolicy(allowedUIDs: [0]).admits(nil), "unknown credentials are refused")
+        #expect(SystemUsers.name(of: 0) == "root" && SystemUsers.uid(named: "root") == 0)
     }
 
     @Test func replacesAStaleSocketButRefusesALiveOneOrAFile() throws {

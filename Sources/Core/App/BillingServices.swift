@@ -64,8 +64,8 @@ final class BillingServices: Sendable {
 
 extension BillingServices {
     /// A database connection wired to this process's metrics (retries are counted).
-    func makeDatabaseConnection(_ configuration: DatabaseConfiguration) -> DatabaseConnection {
+    func makeDatabaseConnection(_ configuration: DatabaseConfiguration, sessionSetup: [SQLQuery] = []) -> DatabaseConnection {
         let metrics = self.metrics
-        return DatabaseConnection(configuration: configuration, onRetry: { metrics.databaseRetries.add() })
+        return DatabaseConnection(configuration: configuration, sessionSetup: sessionSetup, onRetry: { metrics.databaseRetries.add() })
     }
 }

@@ -42,6 +42,11 @@ public enum RPCAdminApp {
         }
         var serverConfiguration = commandLine.serverConfiguration()
         serverConfiguration.socketPath = commandLine.socketPath ?? configuration.admin.socket
+        do {
+            serverConfiguration.peerPolicy = try RPCPeerPolicy.resolving(configuration.admin.allowedUsers)
+        } catch {
+            return fail("\(error)", status: 1)
+        }
         if commandLine.configPath != nil {
             serverConfiguration.maxConnections = configuration.admin.maxConnections
             serverConfiguration.idleTimeoutSeconds = Double(configuration.admin.idleTimeoutSeconds)
@@ -73,11 +78,15 @@ public enum RPCAdminApp {
             // The caller saw only "Internal error"; the operator gets the cause.
             logger.error("rpc.call.failed", ["rpc.method": .string(method), "error": .string(String(describing: error))])
         }
+        let refusals = RefusalAudit()
         return RPCSocketServer(configuration: configuration, protocol: rpc, makeContext: { peer in
-            // Built on the connection's thread: its database connection stays on that thread.
-            AdminRPCContext(peer: peer, server: serverInfo, services: services,
-                            database: databaseConfiguration.map(services.makeDatabaseConnection))
-        }, logger: logger)
+            // Built on the connection's thread: its database connection stays on that thread,
+            // and every session it opens names the peer for the audit trigger (migration 011).
+            let user = peer.flatMap { SystemUsers.name(of: $0.uid) }
+            let session: [SQLQuery] = peer.map { ["SET @billing_peer_uid = \(Int64($0.uid)), @billing_peer_user = \(user)"] } ?? []
+            return AdminRPCContext(peer: peer, server: serverInfo, services: services,
+                                   database: databaseConfiguration.map { services.makeDatabaseConnection($0, sessionSetup: session) })
+        }, logger: logger, onRefusedPeer: { context, peer in refusals.record(peer, context: context, logger: logger) })
     }
 
     // MARK: migrate

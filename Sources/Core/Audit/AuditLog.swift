@@ -14,6 +14,8 @@ enum AuditLog {
         [
             "id": .int(Int64(try row.uint64("id"))),
             "actor": .string(try row.string("actor")),
+            "peerUid": row["peer_uid"].isNull ? .null : .int(try row.int64("peer_uid")),
+            "peerUser": JSON(try row.optionalString("peer_user")),
             "action": .string(try row.string("action")),
             "userId": JSON(try row.optionalString("target_user_id")),
             "campaign": JSON(try row.optionalString("campaign")),

@@ -64,6 +64,7 @@ extension BillingConfiguration {
             r.int("maxBatchLength", into: &admin.maxBatchLength, range: 1...10_000)
             r.int("maxConnections", into: &admin.maxConnections, range: 1...1024)
             r.int("idleTimeoutSeconds", into: &admin.idleTimeoutSeconds, range: 1...86_400)
+            r.userList("allowedUsers", into: &admin.allowedUsers)
         }
         reader.section("log") { r in
             r.optionalString("file", into: &log.file)
@@ -232,6 +233,23 @@ struct ConfigReader {
         } else {
             problem(name, "expected an array of strings")
         }
+    }
+
+    /// User names or numeric uids (strings or non-negative integers).
+    mutating func userList(_ name: String, into target: inout [String]) {
+        guard let value = take(name) else { return }
+        guard let array = value.arrayValue else { problem(name, "expected an array of user names or uids"); return }
+        var users: [String] = []
+        for (index, item) in array.enumerated() {
+            if let text = item.stringValue, !text.isEmpty {
+                users.append(text)
+            } else if let uid = item.int64Value, (0...Int64(UInt32.max)).contains(uid) {
+                users.append(String(uid))
+            } else {
+                problem("\(name)[\(index)]", "expected a user name or a uid")
+            }
+        }
+        target = users
     }
 
     mutating func enumeration<E: RawRepresentable & CaseIterable>(_ name: String, into target: inout E) where E.RawValue == String {

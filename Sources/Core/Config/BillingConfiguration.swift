@@ -49,6 +49,10 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
         var maxBatchLength = 100
         var maxConnections = 32
         var idleTimeoutSeconds = 300
+        /// Who may use the admin socket: user names or numeric uids, checked against each
+        /// connection's peer (`SO_PEERCRED`) before anything is read. Empty: root and the
+        /// daemon's own user.
+        var allowedUsers: [String] = []
         init() {}
     }
 

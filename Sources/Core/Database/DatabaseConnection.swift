@@ -20,9 +20,14 @@ final class DatabaseConnection {
     /// Told each time a transaction is rolled back and run again (deadlock, lock wait): the
     /// process's metrics, wired by the composition root.
     let onRetry: @Sendable () -> Void
+    /// Statements run at the start of every session (the first connect and each reconnect),
+    /// e.g. the admin connection's peer for the audit trigger (`SET @billing_peer_uid = ?`).
+    let sessionSetup: [SQLQuery]
 
-    init(configuration: DatabaseConfiguration, statementCacheCapacity: Int = 128, onRetry: @escaping @Sendable () -> Void = {}) {
+    init(configuration: DatabaseConfiguration, statementCacheCapacity: Int = 128, sessionSetup: [SQLQuery] = [],
+         onRetry: @escaping @Sendable () -> Void = {}) {
         self.onRetry = onRetry
+        self.sessionSetup = sessionSetup
         self.configuration = configuration
         self.statements = StatementCache(capacity: statementCacheCapacity)
     }
@@ -106,6 +111,14 @@ final class DatabaseConnection {
         }
         let opened = try MariaDBHandle.connect(configuration)
         handle = opened
+        for statement in sessionSetup {
+            do {
+                _ = try PreparedStatement(handle: opened, sql: statement.sql).run(statement.binds, collectRows: false)
+            } catch {
+                dropHandle()
+                throw error
+            }
+        }
         return opened
     }
 

@@ -80,7 +80,7 @@ extension RPCMethodRegistry where Context: GrandfatherRPCContext {
             let db = try context.requireDatabase()
             let now = context.clock.now()
             var query: SQLQuery = """
-                SELECT id, actor, action, target_user_id, campaign, detail, created_at FROM audit_log
+                SELECT id, actor, peer_uid, peer_user, action, target_user_id, campaign, detail, created_at FROM audit_log
                 WHERE action IN ('grandfather.apply', 'grandfather.revoke') AND id > \(cursor)
                 """
             if let campaign { query.append(" AND campaign = \(campaign)") }

@@ -42,6 +42,8 @@ extension RPCError {
         /// The daemon refused the connection or message (too many connections, timeout).
         static let serverBusy = -32000
         static let timeout = -32001
+        /// The connecting user may not use the admin socket (`admin.allowedUsers`).
+        static let forbidden = -32003
         /// The database is unreachable or busy; the call changed nothing and can be retried.
         static let unavailable = -32002
         // Application errors (outside the reserved range) are added by features, from 1000 up.

@@ -20,6 +20,9 @@ final class RPCSocketServer<Context: RPCContextProtocol>: Sendable, ProcessLifec
     let rpc: JSONRPCServerProtocol<Context>
     let makeContext: @Sendable (RPCPeer?) -> Context
     let logger: Logger
+    /// Told of every connection refused by `configuration.peerPolicy`, on a thread of its
+    /// own, with a context for that peer (to audit it).
+    let onRefusedPeer: @Sendable (Context, RPCPeer?) -> Void
 
     private let stopping = Atomic<Bool>(false)
     /// The accept thread plus every connection thread; `stop()` waits for zero.
@@ -42,11 +45,13 @@ final class RPCSocketServer<Context: RPCContextProtocol>: Sendable, ProcessLifec
     ///     (open per-connection resources such as a database connection here).
     ///   - logger: receives connection-level events; calls are not logged here.
     init(configuration: Configuration, protocol rpc: JSONRPCServerProtocol<Context>,
-         makeContext: @escaping @Sendable (RPCPeer?) -> Context, logger: Logger = .discarding) {
+         makeContext: @escaping @Sendable (RPCPeer?) -> Context, logger: Logger = .discarding,
+         onRefusedPeer: @escaping @Sendable (Context, RPCPeer?) -> Void = { _, _ in }) {
         self.configuration = configuration
         self.rpc = rpc
         self.makeContext = makeContext
         self.logger = logger
+        self.onRefusedPeer = onRefusedPeer
     }
 
     /// Binds the socket and starts the accept thread. Fails when another live server
@@ -170,11 +175,18 @@ final class RPCSocketServer<Context: RPCContextProtocol>: Sendable, ProcessLifec
             return
         }
         liveThreads.add(1, ordering: .sequentiallyConsistent)
+        let admitted = configuration.peerPolicy?.admits(peer) ?? true
         let started = PosixThread.detach { [self] in
             defer {
-                close(client)
+                if admitted { close(client) }
                 openConnections.subtract(1, ordering: .sequentiallyConsistent)
                 liveThreads.subtract(1, ordering: .sequentiallyConsistent)
+            }
+            guard admitted else {
+                // Nothing the peer sent is read: one error line, closed, then audited.
+                refuse(client, peer: peer, reason: Self.forbidden, code: RPCError.Code.forbidden)
+                onRefusedPeer(makeContext(peer), peer)
+                return
             }
             let connection = RPCSocketConnection(
                 fd: client, wakeFD: wakeFD, rpc: rpc, context: makeContext(peer), peer: peer,
@@ -185,15 +197,23 @@ final class RPCSocketServer<Context: RPCContextProtocol>: Sendable, ProcessLifec
         if !started {
             openConnections.subtract(1, ordering: .sequentiallyConsistent)
             liveThreads.subtract(1, ordering: .sequentiallyConsistent)
-            refuse(client, peer: peer, reason: "Server busy: cannot start a thread")
+            if admitted {
+                refuse(client, peer: peer, reason: "Server busy: cannot start a thread")
+            } else {
+                refuse(client, peer: peer, reason: Self.forbidden, code: RPCError.Code.forbidden)
+            }
         }
     }
 
-    private func refuse(_ client: Int32, peer: RPCPeer?, reason: String) {
-        let reply = JSONRPCServerProtocol<Context>.errorResponse(RPCError(code: RPCError.Code.serverBusy, message: reason), id: .null)
+    private static var forbidden: String { "Forbidden: this user may not use the admin socket" }
+
+    private func refuse(_ client: Int32, peer: RPCPeer?, reason: String, code: Int = RPCError.Code.serverBusy) {
+        let reply = JSONRPCServerProtocol<Context>.errorResponse(RPCError(code: code, message: reason), id: .null)
         _ = RPCSocketConnection<Context>.writeAll(client, reply.serialized() + [UInt8(ascii: "\n")])
         close(client)
-        logger.log(.warning, "rpc.connection.refused", fields: RPCSocketConnection<Context>.peerFields(peer))
+        var fields = RPCSocketConnection<Context>.peerFields(peer)
+        fields["rpc.errorCode"] = .int(Int64(code))
+        logger.log(.warning, "rpc.connection.refused", fields: fields)
     }
 }
 
@@ -218,6 +238,8 @@ struct RPCSocketServerConfiguration: Sendable {
     var writeTimeoutSeconds: Double = 10
     /// How long `stop()` waits for calls in flight.
     var shutdownGraceSeconds: Double = 30
+    /// Who may connect (`admin.allowedUsers`); nil admits every peer the socket file's mode lets in.
+    var peerPolicy: RPCPeerPolicy?
 
     init(socketPath: String) { self.socketPath = socketPath }
 }
