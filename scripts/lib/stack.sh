@@ -187,20 +187,37 @@ db_start() {
 
 db_stop() { stop_pid "$RUN_DIR/mariadb.pid" mariadbd TERM 60; }
 
-# The application's database and user; the password lives in a secret file.
+# The application's database and its two accounts (SPEC §13), passwords in secret files:
+# billing_migrator owns the schema (DDL, triggers: `billing-rpc migrate` runs as it), billing
+# is the runtime account of the workers and billing-rpc with DML only (no DDL, no DROP, no
+# GRANT). docs/operations.md gives the same GRANTs for production.
 db_bootstrap() {
-    local secret=$BILLING_VAR_DIR/secrets/db-password
+    local secret=$BILLING_VAR_DIR/secrets/db-password migrator_secret=$BILLING_VAR_DIR/secrets/db-migrator-password
     [[ -s $secret ]] || { openssl rand -hex 24 >"$secret"; chmod 600 "$secret"; }
-    local password
+    [[ -s $migrator_secret ]] || { openssl rand -hex 24 >"$migrator_secret"; chmod 600 "$migrator_secret"; }
+    local password migrator_password
     password=$(cat "$secret")
-    db_client <<SQL || die "could not create the billing database and user"
+    migrator_password=$(cat "$migrator_secret")
+    db_client <<SQL || die "could not create the billing database and its accounts"
 CREATE DATABASE IF NOT EXISTS billing CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+CREATE USER IF NOT EXISTS 'billing_migrator'@'localhost' IDENTIFIED BY '$migrator_password';
+CREATE USER IF NOT EXISTS 'billing_migrator'@'127.0.0.1' IDENTIFIED BY '$migrator_password';
+ALTER USER 'billing_migrator'@'localhost' IDENTIFIED BY '$migrator_password';
+ALTER USER 'billing_migrator'@'127.0.0.1' IDENTIFIED BY '$migrator_password';
+GRANT ALL PRIVILEGES ON billing.* TO 'billing_migrator'@'localhost';
+GRANT ALL PRIVILEGES ON billing.* TO 'billing_migrator'@'127.0.0.1';
 CREATE USER IF NOT EXISTS 'billing'@'localhost' IDENTIFIED BY '$password';
 CREATE USER IF NOT EXISTS 'billing'@'127.0.0.1' IDENTIFIED BY '$password';
 ALTER USER 'billing'@'localhost' IDENTIFIED BY '$password';
 ALTER USER 'billing'@'127.0.0.1' IDENTIFIED BY '$password';
-GRANT ALL PRIVILEGES ON billing.* TO 'billing'@'localhost';
-GRANT ALL PRIVILEGES ON billing.* TO 'billing'@'127.0.0.1';
+-- A stack made before the split granted ALL: take it back (the GRANT makes the REVOKE
+-- valid on a fresh instance, where there is no grant yet).
+GRANT SELECT ON billing.* TO 'billing'@'localhost';
+GRANT SELECT ON billing.* TO 'billing'@'127.0.0.1';
+REVOKE ALL PRIVILEGES ON billing.* FROM 'billing'@'localhost';
+REVOKE ALL PRIVILEGES ON billing.* FROM 'billing'@'127.0.0.1';
+GRANT SELECT, INSERT, UPDATE, DELETE ON billing.* TO 'billing'@'localhost';
+GRANT SELECT, INSERT, UPDATE, DELETE ON billing.* TO 'billing'@'127.0.0.1';
 SQL
     db_time_zones
 }
@@ -288,7 +305,9 @@ PY
 
 migrate() {
     say "applying migrations from $ROOT/sql"
-    "$BIN_DIR/billing-rpc" migrate --config "$BILLING_CONFIG" --sql-dir "$ROOT/sql" >&2 \
+    # As the migrator account: the runtime account cannot change the schema.
+    BILLING__database__user=billing_migrator BILLING__database__passwordFile="$BILLING_VAR_DIR/secrets/db-migrator-password" \
+        "$BIN_DIR/billing-rpc" migrate --config "$BILLING_CONFIG" --sql-dir "$ROOT/sql" >&2 \
         || die "migrations failed"
 }
 
