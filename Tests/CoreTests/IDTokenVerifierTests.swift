@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 @testable import Core
 
@@ -131,3 +132,67 @@ extension JSONObject {
     }
 }
 
+
+/// `auth.keysFile` rotations without a restart: a token naming a new `kid` makes the
+/// process read the changed file; SIGHUP (`reload`) drops a removed key, cached verdicts
+/// included; a broken file keeps the keys in force.
+@Suite struct TokenKeyRotationTests {
+    static let now = Timestamp(secondsSinceEpoch: 1_800_000_000)
+    let path = "/tmp/fcgibilling-token-keys-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).json"
+
+    func write(_ keys: [String: PrivateKey]) throws {
+        var list: [JSON] = []
+        for (kid, key) in keys.sorted(by: { $0.key < $1.key }) {
+            var jwk = try key.publicKey.jwk()
+            jwk["kid"] = .string(kid)
+            list.append(.object(jwk))
+        }
+        try writeText(JSON.object(["keys": .array(list)]).serializedString())
+    }
+
+    func writeText(_ text: String) throws {
+        let tmp = path + ".tmp"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        #expect(fd >= 0)
+        _ = text.withCString { Glibc.write(fd, $0, strlen($0)) }
+        close(fd)
+        #expect(rename(tmp, path) == 0)
+    }
+
+    func token(_ key: PrivateKey, kid: String) throws -> String {
+        try CompactJWS.sign(payload: ["sub": "u1", "iss": "https://issuer.test", "aud": "billing-app",
+                                      "exp": .int(1_800_000_600), "iat": .int(1_799_999_000)],
+                            header: ["kid": .string(kid)], key: key, algorithm: "ES256")
+    }
+
+    @Test func newKidIsPickedUpAndRemovedKeysStopWorkingOnReload() throws {
+        defer { unlink(path) }
+        let a = try PrivateKey.generateEC(), b = try PrivateKey.generateEC()
+        try write(["a": a])
+        let store = try TokenKeyStore(path: path)
+        let verifier = IDTokenVerifier(keyStore: store, issuer: "https://issuer.test", audience: "billing-app",
+                                       leewaySeconds: 60, cachedTokens: 100)
+        let tokenA = try token(a, kid: "a"), tokenB = try token(b, kid: "b")
+        #expect(try verifier.verify(tokenA, now: Self.now).subject == "u1")
+        #expect(throws: AuthError(.unknownKey)) { try verifier.verify(tokenB, now: Self.now) }
+
+        // The provider publishes b beside a: the next token naming b finds it, no restart.
+        try write(["a": a, "b": b])
+        // (The file was looked at for the refused b token an instant ago: wait out the bound.)
+        usleep(1_100_000)
+        #expect(try verifier.verify(tokenB, now: Self.now).subject == "u1")
+        #expect(try verifier.verify(tokenA, now: Self.now).subject == "u1")
+
+        // a is withdrawn; SIGHUP reloads: a's tokens, cached or not, are refused from then on.
+        try write(["b": b])
+        #expect(try store.reload())
+        #expect(throws: AuthError(.unknownKey)) { try verifier.verify(tokenA, now: Self.now) }
+        #expect(try verifier.verify(tokenB, now: Self.now).subject == "u1")
+
+        // A half-written file is refused and the keys in force stay.
+        try writeText("{\"keys\": [")
+        #expect(throws: ConfigurationError.self) { try store.reload() }
+        #expect(try verifier.verify(tokenB, now: Self.now).subject == "u1")
+        #expect(!store.reloadIfChanged(nowMilliseconds: .max), "a broken file never replaces the keys")
+    }
+}

@@ -48,7 +48,7 @@ final class BillingServices: Sendable {
             guard let issuer = configuration.auth.issuer, let audience = configuration.auth.audience else {
                 throw ConfigurationError("auth.issuer and auth.audience are required with auth.keysFile")
             }
-            tokenVerifier = IDTokenVerifier(keys: try TokenKeySet.load(path: keysFile), issuer: issuer,
+            tokenVerifier = IDTokenVerifier(keyStore: try TokenKeyStore(path: keysFile), issuer: issuer,
                                             audience: audience, leewaySeconds: configuration.auth.leewaySeconds,
                                             cachedTokens: configuration.server.snapshotCacheUsers)
         } else {
@@ -67,5 +67,19 @@ extension BillingServices {
     func makeDatabaseConnection(_ configuration: DatabaseConfiguration, sessionSetup: [SQLQuery] = []) -> DatabaseConnection {
         let metrics = self.metrics
         return DatabaseConnection(configuration: configuration, sessionSetup: sessionSetup, onRetry: { metrics.databaseRetries.add() })
+    }
+}
+
+extension BillingServices {
+    /// SIGHUP: what can be taken again without a restart — the ID-token keys (a failure
+    /// keeps the keys in force and is logged).
+    func reload() {
+        guard let store = tokenVerifier?.keyStore else { return }
+        do {
+            let changed = try store.reload()
+            logger.info("token keys reloaded", ["auth.keysChanged": .bool(changed)])
+        } catch {
+            logger.warning("token keys not reloaded; the keys in force stay", ["error.message": .string(error.description)])
+        }
     }
 }

@@ -56,7 +56,7 @@ public enum RPCAdminApp {
         let server = makeServer(configuration: serverConfiguration, limits: limits, serverInfo: RPCServerInfo(version: version),
                                 services: services,
                                 databaseConfiguration: commandLine.configPath == nil ? nil : configuration.database)
-        let status = ProcessLifecycle.run(server, logger: logger, reopenLogs: { logger.sink.reopen() }) {
+        let status = ProcessLifecycle.run(server, logger: logger, reopenLogs: { logger.sink.reopen() }, reload: { services.reload() }) {
             logger.info("billing-rpc started", ["rpc.socket": .string(serverConfiguration.socketPath), "process.id": .int(Int64(getpid()))])
         }
         guard status == 0 else { return status }

@@ -100,7 +100,7 @@ public enum WorkerApp {
         let databaseConfiguration = configuration.database
         return FastCGIServer.run(
             options: serverOptions, router: router, logger: logger,
-            reopenLogs: { logger.sink.reopen() }, metrics: metrics, accessLog: logger,
+            reopenLogs: { logger.sink.reopen() }, reload: { services.reload() }, metrics: metrics, accessLog: logger,
             makeContext: { index in
                 // One MariaDB connection per thread, opened lazily on first use.
                 BillingRequestContext(workerIndex: index, services: services,

@@ -45,20 +45,27 @@ struct VerifiedIDToken: Sendable, Equatable {
 /// `none` are refused before any key is looked at); `iss`, `aud`, `exp`, `nbf`, `iat`
 /// checked with `leewaySeconds`; `sub` a non-empty id of at most 128 bytes.
 struct IDTokenVerifier: Sendable {
-    let keys: TokenKeySet
+    /// The keys in force, reloaded without a restart (`TokenKeyStore`).
+    let keyStore: TokenKeyStore
     let issuer: String
     let audience: String
     let leewaySeconds: Int64
 
     /// Tokens whose signature already verified in this process (by digest), so a client
     /// presenting the same token again costs a hash instead of an RSA or ECDSA verification.
-    /// The key set never changes in a process, so a signature that verified once always
-    /// would; times are still judged on every use. nil: no cache.
+    /// A signature that verified under the keys in force always would; the cache is keyed by
+    /// the key set's generation too, so a reload that removes a key stops honouring tokens it
+    /// signed. Times are still judged on every use. nil: no cache.
     let verified: BoundedCache<TokenDigest, SignedClaims>?
 
     /// `cachedTokens`: verified tokens remembered per generation (0: verify every time).
     init(keys: TokenKeySet, issuer: String, audience: String, leewaySeconds: Int, cachedTokens: Int = 0) {
-        self.keys = keys
+        self.init(keyStore: TokenKeyStore(keys: keys), issuer: issuer, audience: audience, leewaySeconds: leewaySeconds,
+                  cachedTokens: cachedTokens)
+    }
+
+    init(keyStore: TokenKeyStore, issuer: String, audience: String, leewaySeconds: Int, cachedTokens: Int = 0) {
+        self.keyStore = keyStore
         self.issuer = issuer
         self.audience = audience
         self.leewaySeconds = Int64(min(max(leewaySeconds, 0), 86_400))
@@ -70,7 +77,7 @@ struct IDTokenVerifier: Sendable {
 
     func verify(_ token: some StringProtocol, now: Timestamp) throws(AuthError) -> VerifiedIDToken {
         guard let verified else { return try signedClaims(token).validated(at: now, leewaySeconds: leewaySeconds) }
-        let digest = TokenDigest(token)
+        let digest = TokenDigest(token, generation: keyStore.generation)
         let claims: SignedClaims
         if let cached = verified[digest] {
             claims = cached
@@ -89,7 +96,12 @@ struct IDTokenVerifier: Sendable {
         let algorithm = jws.algorithm
         guard algorithm == "RS256" || algorithm == "ES256" else { throw AuthError(.unsupportedAlgorithm) }
         guard jws.header["crit"] == nil else { throw AuthError(.unsupportedAlgorithm) }
-        guard let kid = jws.header["kid"]?.stringValue, let key = keys.keys[kid] else { throw AuthError(.unknownKey) }
+        guard let kid = jws.header["kid"]?.stringValue else { throw AuthError(.unknownKey) }
+        // An unknown kid may be a rotation the process has not seen: look at the file again
+        // (only when it changed, at most once a second).
+        guard let key = keyStore.keys.keys[kid] ?? (keyStore.reloadIfChanged() ? keyStore.keys.keys[kid] : nil) else {
+            throw AuthError(.unknownKey)
+        }
 
         let signature: [UInt8]
         switch (algorithm, key.kind) {
@@ -147,15 +159,19 @@ struct IDTokenVerifier: Sendable {
     /// compares digests, not the bearer secret itself.
     struct TokenDigest: Hashable, Sendable {
         var words: (UInt64, UInt64, UInt64, UInt64)
+        /// The key set's generation the token verified under.
+        var generation: Int
 
-        init(_ token: some StringProtocol) {
+        init(_ token: some StringProtocol, generation: Int = 0) {
             let d = SHA256.hash(Array(token.utf8))
             func word(_ i: Int) -> UInt64 { (0..<8).reduce(0) { $0 << 8 | UInt64(d[i * 8 + $1]) } }
             words = (word(0), word(1), word(2), word(3))
+            self.generation = generation
         }
 
-        static func == (a: Self, b: Self) -> Bool { a.words == b.words }
+        static func == (a: Self, b: Self) -> Bool { a.words == b.words && a.generation == b.generation }
         func hash(into hasher: inout Hasher) {
+            hasher.combine(generation)
             hasher.combine(words.0)
             hasher.combine(words.1)
             hasher.combine(words.2)

@@ -26,7 +26,8 @@ enum FastCGIServer {
     /// stop, 1 when start-up failed or a thread could not serve. Call it before starting any
     /// other thread.
     static func run<Context>(options: FastCGIServerOptions, router: Router<Context>, logger: Logger = .standardError,
-                             reopenLogs: () -> Void = {}, metrics: WorkerMetrics? = nil, accessLog: Logger? = nil,
+                             reopenLogs: () -> Void = {}, reload: () -> Void = {}, metrics: WorkerMetrics? = nil,
+                             accessLog: Logger? = nil,
                              makeContext: @escaping FastCGIWorkerPool<Context>.ContextFactory) -> Int32 {
         ProcessSignals.blockHandledSignals()
         let listener: FastCGIListener
@@ -39,7 +40,7 @@ enum FastCGIServer {
         defer { listener.close() }
         let pool = FastCGIWorkerPool(listener: listener, configuration: options.pool, router: router,
                                      logger: logger, metrics: metrics, accessLog: accessLog, makeContext: makeContext)
-        let status = ProcessLifecycle.run(pool, logger: logger, reopenLogs: reopenLogs) {
+        let status = ProcessLifecycle.run(pool, logger: logger, reopenLogs: reopenLogs, reload: reload) {
             logger.info("worker started", ["socket.path": .string(options.socketPath), "worker.threads": .int(Int64(options.pool.threads)),
                                            "process.id": .int(Int64(getpid()))])
         }

@@ -4,8 +4,9 @@ import Glibc
 enum ProcessSignal: Sendable, Equatable {
     /// SIGTERM, SIGINT, SIGQUIT: stop accepting, finish in-flight work, exit 0.
     case stop(signal: Int32)
-    /// SIGHUP: reload. What a daemon can take again without a restart is its log file;
-    /// configuration changes need a restart (rolling, for workers: `scripts/workerctl`).
+    /// SIGHUP: reload what a daemon can take again without a restart (its log file, the
+    /// ID-token keys); other configuration changes need a restart (rolling, for workers:
+    /// `scripts/workerctl`).
     case reload(signal: Int32)
     /// SIGUSR1: reopen logs (logrotate).
     case reopenLogs(signal: Int32)
