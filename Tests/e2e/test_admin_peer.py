@@ -11,13 +11,13 @@ import json
 import os
 import pwd
 import subprocess
-import sys
 import unittest
 import uuid
 
 from billing import RPC_SOCKET, rpc, sql, sql_string, wait_until
 
 INTRUDER = "billing-e2e-peer"
+SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 def intruder_uid():
@@ -61,7 +61,9 @@ class AdminSocketPeer(unittest.TestCase):
         mode = os.stat(RPC_SOCKET).st_mode & 0o777
         os.chmod(RPC_SOCKET, 0o666)
         try:
-            out = subprocess.run([sys.executable, "-c", CLIENT, RPC_SOCKET], capture_output=True, text=True, timeout=30,
+            # The system's interpreter: the suite's own may live under root's home, which
+            # the other user cannot enter.
+            out = subprocess.run([SYSTEM_PYTHON, "-c", CLIENT, RPC_SOCKET], capture_output=True, text=True, timeout=30,
                                  user=uid, group=pwd.getpwuid(uid).pw_gid, extra_groups=[])
         finally:
             os.chmod(RPC_SOCKET, mode)

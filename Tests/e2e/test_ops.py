@@ -202,6 +202,7 @@ class ProductionFiles(unittest.TestCase):
             "/opt/fcgibilling/sql": os.path.join(REPO, "sql"),
             "/run/fcgibilling": os.path.join(tmp, "run"),
             "/var/log/fcgibilling": os.path.join(tmp, "log"),
+            "/etc/fcgibilling/secrets": os.path.join(VAR_DIR, "secrets"),
         }
         for key, value in mapping.items():
             line = line.replace(key, value)

@@ -19,9 +19,9 @@ def as_runtime(statement):
 
 class DatabaseAccounts(unittest.TestCase):
     def test_runtime_account_has_dml_only(self):
-        ok, err = as_runtime("SELECT enforcement FROM billing_flags LIMIT 1")
+        ok, err = as_runtime("SELECT value FROM billing_flags LIMIT 1")
         self.assertTrue(ok, err)
-        ok, err = as_runtime("UPDATE billing_flags SET enforcement = enforcement WHERE 1 = 0")
+        ok, err = as_runtime("UPDATE billing_flags SET value = value WHERE 1 = 0")
         self.assertTrue(ok, err)
         for statement in ["CREATE TABLE e2e_intruder (id INT)", "DROP TABLE billing_flags", "ALTER TABLE billing_flags ADD COLUMN x INT",
                           "TRUNCATE TABLE billing_paywall_events", "CREATE TRIGGER e2e_t BEFORE INSERT ON audit_log FOR EACH ROW SET @x = 1",
