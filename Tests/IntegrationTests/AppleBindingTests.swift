@@ -23,16 +23,16 @@ import Testing
                                    key: try PrivateKey(pem: try FileIO.readString("\(dir)/\(chain)-leaf-key.pem")), algorithm: "ES256")
     }
 
-    func verifier(root: String) throws -> AppleSignedDataVerifier {
-        AppleSignedDataVerifier(rootCertificates: [try FileIO.read("\(try ca())/\(root)-root.der")], bundleId: "com.example.fcgibilling",
+    func verifier(root: String, bundleId: String = "com.example.fcgibilling") throws -> AppleSignedDataVerifier {
+        AppleSignedDataVerifier(rootCertificates: [try FileIO.read("\(try ca())/\(root)-root.der")], bundleId: bundleId,
                                 appAppleId: 1234567, environments: ["Production", "Sandbox"])
     }
 
     /// What billing-rpc builds from a configuration trusting `root`.
-    func services(root: String) throws -> BillingServices {
+    func services(root: String, bundleId: String = "com.example.fcgibilling") throws -> BillingServices {
         var configuration = BillingConfiguration()
         configuration.apple.trustedRootsFiles = ["\(try ca())/\(root)-root.der"]
-        configuration.apple.bundleId = "com.example.fcgibilling"
+        configuration.apple.bundleId = bundleId
         configuration.apple.appAppleId = 1234567
         configuration.products = catalog
         return try BillingServices(configuration: configuration)
@@ -83,34 +83,39 @@ import Testing
         }
     }
 
-    @Test func quarantinedNotificationIsReRunAfterTheRootIsFixed() throws {
+    @Test func quarantinedNotificationIsReRunAfterTheSettingIsFixed() throws {
         try withTestConnection { db in
             _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: db)
             let user = "33333333-3333-4333-8333-333333333333"
             try UserDirectory.ensureKnown(user, source: .token, createdAt: now, now: now, on: db)
-            // Chain B signs; the configuration trusts only A: the delivery is quarantined.
+            // Apple signs (chain A, trusted) for the app; the configuration names the bundle
+            // with a typo: the signature verifies, a setting refuses it, it is quarantined.
+            let typo = "com.example.fcgibiling"
             let note: JSON = ["notificationType": "SUBSCRIBED", "subtype": "INITIAL_BUY", "notificationUUID": "q-1",
                               "signedDate": .int(now.millisecondsSinceEpoch),
                               "data": ["bundleId": "com.example.fcgibilling", "environment": "Production", "appAppleId": 1234567,
-                                       "signedTransactionInfo": .string(try sign(transaction("700", original: "700").merged(["appAccountToken": .string(user)]), chain: "b"))]]
-            let body = Array((["signedPayload": .string(try sign(note, chain: "b"))] as JSON).serialized())
+                                       "signedTransactionInfo": .string(try sign(transaction("700", original: "700").merged(["appAccountToken": .string(user)]), chain: "a"))]]
+            let signedPayload = try sign(note, chain: "a")
+            let body = Array((["signedPayload": .string(signedPayload)] as JSON).serialized())
             var refusal: AppleVerificationError?
-            do { _ = try AppleWebhook.decode(body: body, verifier: try verifier(root: "a"), catalog: catalog, idPattern: pattern, now: now) }
+            do { _ = try AppleWebhook.decode(body: body, verifier: try verifier(root: "a", bundleId: typo), catalog: catalog, idPattern: pattern, now: now) }
             catch let error as AppleVerificationError { refusal = error }
             let error = try #require(refusal)
-            #expect(error.reason == .untrustedChain)
-            let id = try #require(try AppleQuarantine.record(provider: .appleNotification, body: body, error: error, now: now, on: db))
-            #expect(try AppleQuarantine.record(provider: .appleNotification, body: body, error: error, now: now, on: db) == id)
+            #expect(error.reason == .bundleMismatch && error.isSettingMismatch)
+            let id = try #require(try AppleQuarantine.record(provider: .appleNotification, signedPayload: signedPayload, error: error, now: now, on: db))
+            #expect(try AppleQuarantine.record(provider: .appleNotification, signedPayload: signedPayload, error: error, now: now, on: db) == id)
+            #expect(try db.queryOne("SELECT payload FROM billing_quarantine WHERE id = \(id)")?.bytes("payload") == Array(signedPayload.utf8),
+                    "only the signedPayload is kept")
 
-            // Still untrusted: stays quarantined. (The replayers events.retryQuarantined uses,
-            // with services configured as the daemon would be.)
-            let untrusted = BillingRPCMethods.quarantineReplayers(services: try services(root: "a"))
+            // Still misconfigured: stays quarantined. (The replayers events.retryQuarantined
+            // uses, with services configured as the daemon would be.)
+            let untrusted = BillingRPCMethods.quarantineReplayers(services: try services(root: "a", bundleId: typo))
             let still = try untrusted.retry(ids: [id], limit: 1, actor: "ops@test", now: now, on: db)
             #expect(still.map { $0["outcome"]?.stringValue } == ["still_failing"])
-            #expect(still.first?["reason"]?.stringValue == "untrusted_chain")
+            #expect(still.first?["reason"]?.stringValue == "bundle_mismatch")
             #expect(try tier(user, db) == .free)
-            // The operator trusts root B: the re-run applies it, once.
-            let trusted = BillingRPCMethods.quarantineReplayers(services: try services(root: "b"))
+            // The operator fixes apple.bundleId: the re-run applies it, once.
+            let trusted = BillingRPCMethods.quarantineReplayers(services: try services(root: "a"))
             let fixed = try trusted.retry(ids: [id, id, 999_999], limit: 3, actor: "ops@test", now: now, on: db)
             #expect(fixed.map { $0["outcome"]?.stringValue } == ["applied", "already_resolved", "not_found"])
             #expect(try tier(user, db) == .plus)

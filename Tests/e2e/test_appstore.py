@@ -481,17 +481,34 @@ class Binding(unittest.TestCase):
 
 
 class Quarantine(unittest.TestCase):
-    def test_untrusted_delivery_is_quarantined_once_per_body(self):
+    def test_untrusted_delivery_is_refused_and_never_stored(self):
+        """Signed by a chain no configured root anchors: nothing can make it verify, so it is
+        refused every time and never stored (SPEC §13: the route is public)."""
+        import hashlib
         b = A.load_chain(CA, "b")
         jws = b.sign(A.notification_payload(b, "TEST"))
+        rows = db("SELECT COUNT(*) FROM billing_quarantine")
         for _ in range(3):
             r = post_notification(jws)
             self.assertEqual(r.status, 422, r)
             self.assertEqual(r.json()["error"]["code"], "untrusted_chain")
-        body = json.dumps({"signedPayload": jws}).encode()
+        self.assertEqual(db(f"SELECT COUNT(*) FROM billing_quarantine WHERE payload_sha256 = '{hashlib.sha256(jws.encode()).hexdigest()}'"), [["0"]])
+        self.assertEqual(db("SELECT COUNT(*) FROM billing_quarantine"), rows)
+
+    def test_a_verified_delivery_failing_a_setting_is_quarantined_once_per_signed_payload(self):
+        """Apple's signature verifies but the data names another bundle (the operator's
+        `apple.bundleId` may be the wrong one): kept, its signedPayload only, for
+        `events.retryQuarantined` after the fix; a re-delivery counts, it adds no row."""
         import hashlib
-        rows = db(f"SELECT reason, deliveries, resolved_at FROM billing_quarantine WHERE payload_sha256 = '{hashlib.sha256(body).hexdigest()}'")
-        self.assertEqual(rows, [["untrusted_chain", "3", "NULL"]])
+        a = A.load_chain(CA, "a")
+        jws = a.sign(A.notification_payload(a, "TEST", bundle="com.example.another-app"))
+        for _ in range(3):
+            r = post_notification(jws)
+            self.assertEqual(r.status, 422, r)
+            self.assertEqual(r.json()["error"]["code"], "bundle_mismatch")
+        rows = db(f"SELECT reason, deliveries, resolved_at, LENGTH(payload) FROM billing_quarantine "
+                  f"WHERE payload_sha256 = '{hashlib.sha256(jws.encode()).hexdigest()}'")
+        self.assertEqual(rows, [["bundle_mismatch", "3", "NULL", str(len(jws))]])
 
     def test_bodies_that_are_not_a_compact_jws_are_refused_and_not_quarantined(self):
         """Anyone can post to the webhook: what is not even `{"signedPayload": "<compact JWS>"}`
@@ -529,9 +546,9 @@ class Quarantine(unittest.TestCase):
                                  [["0"]])
         self.assertEqual(int(db("SELECT COUNT(*) FROM billing_quarantine")[0][0]), rows, "no quarantine row for any of them")
 
-    def test_a_well_formed_jws_that_fails_verification_is_still_quarantined(self):
-        """A compact JWS that does not verify (here: chain A's signature over another payload)
-        may be Apple's and the server's fault, so it is kept for `events.retryQuarantined`."""
+    def test_a_bad_signature_is_refused_and_never_stored(self):
+        """A compact JWS whose signature does not verify (here: chain A's signature over another
+        payload) is refused and not stored."""
         a = A.load_chain(CA, "a")
         payload = A.notification_payload(a, "TEST")
         header, body_segment, _ = a.sign(payload).split(".")
@@ -541,9 +558,8 @@ class Quarantine(unittest.TestCase):
         self.assertEqual(r.status, 422, r)
         self.assertEqual(r.json()["error"]["code"], "bad_signature")
         import hashlib
-        body = json.dumps({"signedPayload": jws}).encode()
-        self.assertEqual(db(f"SELECT reason, deliveries, resolved_at FROM billing_quarantine WHERE payload_sha256 = '{hashlib.sha256(body).hexdigest()}'"),
-                         [["bad_signature", "1", "NULL"]])
+        self.assertEqual(db(f"SELECT COUNT(*) FROM billing_quarantine WHERE payload_sha256 = '{hashlib.sha256(jws.encode()).hexdigest()}'"),
+                         [["0"]])
 
 
 if __name__ == "__main__":

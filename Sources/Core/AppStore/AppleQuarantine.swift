@@ -1,14 +1,19 @@
-/// Deliveries that failed App Store verification, kept in `billing_quarantine` (SPEC §5):
-/// deduplicated by the SHA-256 of the body (a re-delivery counts, it adds no row) and
-/// bounded (`maxOpenRows` unresolved rows; beyond that a new body is refused and logged,
-/// and Apple keeps retrying it).
+/// App Store notifications whose signature verified but that failed a setting (bundle id,
+/// app id, environment: `AppleVerificationError.isSettingMismatch`), kept in
+/// `billing_quarantine` so an operator who fixes the setting can re-run them (SPEC §5, §13).
+/// Only the `signedPayload` is stored; rows are deduplicated by its SHA-256 (a re-delivery
+/// counts, it adds no row) and bounded in rows (`maxOpenRows`) and bytes (`maxOpenBytes`)
+/// of unresolved rows: beyond either, a new delivery is refused and logged, and Apple keeps
+/// retrying it.
 enum AppleQuarantine {
     static let maxOpenRows = 10_000
+    static let maxOpenBytes: Int64 = 64 << 20
 
     /// Returns the row id, or nil when the quarantine is full.
     @discardableResult
-    static func record(provider: EventProvider, body: [UInt8], error: AppleVerificationError,
-                              now: Timestamp, on db: DatabaseConnection) throws -> UInt64? {
+    static func record(provider: EventProvider, signedPayload: String, error: AppleVerificationError,
+                       now: Timestamp, on db: DatabaseConnection) throws -> UInt64? {
+        let body = Array(signedPayload.utf8)
         let hash = SHA256.hexHash(body)
         let detail = error.detail.map { String($0.prefix(255)) }
         return try db.transaction(retries: 3) { db -> UInt64? in
@@ -22,8 +27,13 @@ enum AppleQuarantine {
                     """)
                 return id
             }
-            let open = try db.queryOne("SELECT COUNT(*) AS n FROM billing_quarantine WHERE resolved_at IS NULL")?.int64("n") ?? 0
-            guard open < Int64(maxOpenRows) else { return nil }
+            guard let open = try db.queryOne("""
+                SELECT COUNT(*) AS n, CAST(COALESCE(SUM(LENGTH(payload)), 0) AS SIGNED) AS bytes
+                FROM billing_quarantine WHERE resolved_at IS NULL
+                """) else { return nil }
+            guard try open.int64("n") < Int64(maxOpenRows), try open.int64("bytes") + Int64(body.count) <= maxOpenBytes else {
+                return nil
+            }
             let inserted = try db.execute("""
                 INSERT INTO billing_quarantine (provider, reason, reason_detail, payload_sha256, payload, received_at, last_received_at)
                 VALUES (\(provider.rawValue), \(error.reason.rawValue), \(detail), \(hash), \(body), \(now), \(now))
@@ -50,8 +60,15 @@ enum AppleQuarantineReplay {
         guard let verifier else { return QuarantineReplay(.stillFailing(reason: "not_configured")) }
         let delivery: AppleDelivery
         do {
-            delivery = try AppleWebhook.decode(body: quarantined.payload, verifier: verifier, catalog: catalog,
-                                               idPattern: idPattern, now: now)
+            // Rows hold the signedPayload (rows written before migration-time 011 hold the
+            // whole request body, `{"signedPayload": ...}`).
+            if quarantined.payload.first == UInt8(ascii: "{") {
+                delivery = try AppleWebhook.decode(body: quarantined.payload, verifier: verifier, catalog: catalog,
+                                                   idPattern: idPattern, now: now)
+            } else {
+                delivery = try AppleDelivery.notification(signedPayload: String(decoding: quarantined.payload, as: UTF8.self),
+                                                          verifier: verifier, catalog: catalog, idPattern: idPattern, now: now)
+            }
         } catch {
             return QuarantineReplay(.stillFailing(reason: (error as? AppleVerificationError)?.reason.rawValue ?? "malformed"))
         }

@@ -26,6 +26,17 @@ struct AppleVerificationError: Error, Sendable, Equatable, CustomStringConvertib
         case notConfigured = "not_configured"
     }
 
+    /// The signature and chain verified under a configured root, but the data failed one of
+    /// this server's settings (bundle id, app id, environment): fixing the setting makes it
+    /// apply, so such a delivery is kept in the quarantine. Every other reason is a delivery
+    /// nothing can make verify: refused and never stored (SPEC §5, §13).
+    var isSettingMismatch: Bool {
+        switch reason {
+        case .bundleMismatch, .appAppleIdMismatch, .environmentNotAccepted: return true
+        default: return false
+        }
+    }
+
     let reason: Reason
     /// Short server-written explanation (e.g. OpenSSL's verify error string); never payload text.
     let detail: String?

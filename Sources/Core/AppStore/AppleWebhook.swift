@@ -5,14 +5,14 @@
 /// key: a duplicate answers 200 `{duplicate: true}`), normalized, folded and committed
 /// before the 200; 503 only when the database is unavailable (Apple retries).
 ///
-/// Refusals, in two kinds (docs/appstore.md):
-/// - not even `{"signedPayload": "<compact JWS>"}` — not JSON, no non-empty string
-///   `signedPayload` (400), a JWS longer than any App Store data (413), not three non-empty
-///   base64url segments with JSON-object header and payload (422 `malformed_jws`): answered,
-///   logged, counted, and **not** quarantined. The route is unauthenticated, so storing such
-///   bodies would let anyone fill the bounded quarantine, and no trust fix can make one verify.
-/// - a well-formed JWS that fails verification (chain, signature, bundle, environment, ...):
-///   422 with the reason, and quarantined for a re-run after a trust fix.
+/// Refusals (docs/appstore.md): anything that does not verify — not even a compact JWS
+/// (400/413/422 `malformed_jws`), a chain not rooted in a configured root, a bad signature,
+/// a wrong algorithm or key — is answered with its precise 4xx, logged and counted
+/// (`outcome="rejected"`), and **never stored**: the route is public, and no setting can make
+/// such a delivery verify. A delivery whose signature verified but that fails one of this
+/// server's settings (bundle id, app id, environment) is answered 422 with the reason and kept
+/// in the quarantine (its `signedPayload` only), to be re-run with `events.retryQuarantined`
+/// once the setting is fixed.
 enum AppleWebhook {
     static func handle(_ request: HTTPRequest, _ context: some AppStoreRouteContext) throws -> HTTPResponse {
         guard let verifier = context.appleVerifier else {
@@ -30,10 +30,14 @@ enum AppleWebhook {
         do {
             delivery = try AppleDelivery.notification(signedPayload: signedPayload, verifier: verifier, catalog: context.catalog.products,
                                                       idPattern: context.idPattern, now: now)
-        } catch {
-            let quarantined = try AppleQuarantine.record(provider: .appleNotification, body: request.body,
-                                                         error: verificationError(error), now: now, on: db)
+        } catch let error as AppleVerificationError where error.isSettingMismatch {
+            // Signed by Apple, refused by one of our settings: kept for a re-run once it is fixed.
+            let quarantined = try AppleQuarantine.record(provider: .appleNotification, signedPayload: signedPayload,
+                                                         error: error, now: now, on: db)
             throw refused(error, quarantined: quarantined, context)
+        } catch {
+            // Does not verify (or verified data that can never apply): refused, never stored.
+            throw refused(error, quarantined: nil, context)
         }
         let outcome = try AppleIngestion.ingest(delivery, policy: context.bindingPolicy, now: now, on: db)
         let result = EventIngestion.metricsOutcome(outcome)
