@@ -226,10 +226,24 @@ class Limits(unittest.TestCase):
     @unittest.skipUnless(os.environ.get("BILLING_RPC_MAX_CONNECTIONS"), "set BILLING_RPC_MAX_CONNECTIONS to the daemon's --max-connections")
     def test_connections_over_the_limit_are_refused_with_one_line(self):
         limit = int(os.environ["BILLING_RPC_MAX_CONNECTIONS"])
-        held = [Client() for _ in range(limit)]
+        held = []
         try:
-            for client in held:  # make sure every held connection has been admitted
-                self.assertEqual(client.call("system.health")["result"]["status"], "ok")
+            # Fill the daemon up to its limit, each connection proven admitted by a call. A
+            # connection an earlier test closed may still count for a moment (its thread
+            # finishing): one refused here is retried, within a bound, rather than failing.
+            deadline = time.monotonic() + 15
+            while len(held) < limit:
+                client = Client()
+                try:
+                    admitted = client.call("system.health").get("result", {}).get("status") == "ok"
+                except (BrokenPipeError, ConnectionResetError, EOFError):
+                    admitted = False
+                if admitted:
+                    held.append(client)
+                    continue
+                client.close()
+                self.assertLess(time.monotonic(), deadline, f"only {len(held)} of {limit} connections were admitted")
+                time.sleep(0.2)
             with Client() as extra:
                 reply = extra.read_line(timeout=5)
                 self.assertEqual(shape(reply), error(-32000))
