@@ -108,7 +108,7 @@ struct AccessSnapshot: Sendable, Equatable {
         } else {
             object["store"] = .null
         }
-        let inTrial = store.map { $0.inTrialPeriod && $0.grantsAccess(at: serverTime) && ($0.phase == .trial || $0.phase == .canceled) } ?? false
+        let inTrial = store?.isTrialInForce(at: serverTime) ?? false
         object["trial"] = inTrial ? ["startsAt": JSON(store?.trialStartsAt?.iso8601), "endsAt": JSON(store?.trialEndsAt?.iso8601)] : .null
         object["graceExpiresAt"] = store?.phase(at: serverTime) == .grace ? JSON(store?.graceExpiresAt?.iso8601) : .null
         if let pending = store?.pendingChange, store?.grantsAccess(at: serverTime) == true {

@@ -93,6 +93,12 @@ struct SubscriptionState: Sendable, Equatable {
         }
     }
 
+    /// Whether this subscription is in a store trial that gives access at `now` (the
+    /// snapshot's `trial`, and the quota plan's trial source).
+    func isTrialInForce(at now: Timestamp) -> Bool {
+        inTrialPeriod && grantsAccess(at: now) && (phase == .trial || phase == .canceled)
+    }
+
     /// The phase to report at `now`: a lapsed trial/active/canceled/grace reads `expired`.
     func phase(at now: Timestamp) -> AccessPhase {
         if grantsAccess(at: now) { return phase }

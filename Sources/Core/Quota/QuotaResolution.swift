@@ -135,10 +135,3 @@ extension AccessSnapshot {
         return result
     }
 }
-
-extension SubscriptionState {
-    /// Whether this subscription is in a store trial that gives access at `now`.
-    func isTrialInForce(at now: Timestamp) -> Bool {
-        inTrialPeriod && grantsAccess(at: now) && (phase == .trial || phase == .canceled)
-    }
-}
