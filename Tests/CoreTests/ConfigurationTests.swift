@@ -59,6 +59,16 @@ import Testing
         }
     }
 
+    @Test func webServerAddressesAreIPv4Addresses() throws {
+        let config = try BillingConfiguration(json: ["server": ["webServerAddrs": ["10.0.0.5", "127.0.0.1"]]])
+        #expect(config.server.webServerAddrs == ["10.0.0.5", "127.0.0.1"])
+        for bad: JSON in ["10.0.0.5", ["10.0.0.256"], ["nginx.internal"], ["::1"], ["10.0.0.5/24"], [5]] {
+            #expect(throws: ConfigurationError.self, "\(bad)") {
+                try BillingConfiguration(json: ["server": ["webServerAddrs": bad]])
+            }
+        }
+    }
+
     @Test func environmentOverridesAndSecretFiles() throws {
         let dir = "/tmp/fcgibilling-config-test-\(getpid())"
         mkdir(dir, 0o700)

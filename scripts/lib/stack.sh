@@ -41,7 +41,8 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # ---------------------------------------------------------------- packages and build
 
 STACK_PACKAGES=(pkg-config libfcgi-dev libmariadb-dev libssl-dev libjansson-dev
-                mariadb-server mariadb-client nginx-light wrk curl python3 python3-venv openssl procps tzdata)
+                mariadb-server mariadb-client nginx-light wrk curl python3 python3-venv openssl procps tzdata
+                libfcgi-bin systemd)
 
 ensure_packages() {
     local missing=() p
@@ -90,9 +91,11 @@ ensure_python_module() {
     python3 -c "import $module" || die "$package installed but $module does not import"
 }
 
+# The Swift runtime is linked statically: the binaries the stack runs are the ones
+# scripts/package ships, and they need only Debian's libraries.
 build_release() {
     say "building (release)"
-    (cd "$ROOT" && swift build -c release -Xswiftc -warnings-as-errors 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' >&2) \
+    (cd "$ROOT" && swift build -c release --static-swift-stdlib -Xswiftc -warnings-as-errors 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' >&2) \
         || die "release build failed"
     BIN_DIR=$(cd "$ROOT" && swift build -c release --show-bin-path)
     [[ -x $BIN_DIR/billing-fcgi && -x $BIN_DIR/billing-rpc ]] || die "binaries missing in $BIN_DIR"

@@ -8,7 +8,10 @@ public enum WorkerApp {
         usage: billing-fcgi --config FILE --socket PATH [options]
 
           --config FILE        configuration (JSON); BILLING__section__key env vars override it
-          --socket PATH        Unix socket to listen on (nginx's upstream server unix:PATH)
+          --socket PATH        Unix socket to listen on (nginx's upstream server unix:PATH), or HOST:PORT
+                               (TCP: needs server.webServerAddrs or FCGI_WEB_SERVER_ADDRS). Under systemd
+                               socket activation (billing-fcgi@.socket) the socket passed as LISTEN_FDS
+                               is used and must be this one
           --log-file PATH      JSON-lines log (default: standard error); reopened on SIGUSR1
           --threads N          override server.threadsPerWorker
           --max-body BYTES     override server.maxBodyBytes
@@ -73,6 +76,16 @@ public enum WorkerApp {
         }
 
         var serverOptions = FastCGIServerOptions(socketPath: socket)
+        do {
+            serverOptions.activation = try SocketActivation(environment: environment)
+        } catch {
+            logger.log(.critical, "cannot listen", ["socket.path": .string(socket), "error.message": .string(error.description)])
+            return 1
+        }
+        let fromEnvironment = environment["FCGI_WEB_SERVER_ADDRS"].map {
+            $0.split(separator: ",").map { $0.trimmingSpaces() }.filter { !$0.isEmpty }
+        } ?? []
+        serverOptions.webServerAddresses = configuration.server.webServerAddrs.isEmpty ? fromEnvironment : configuration.server.webServerAddrs
         serverOptions.socketMode = UInt32(configuration.server.socketMode)
         serverOptions.backlog = configuration.server.backlog
         serverOptions.pool.threads = options.threads ?? configuration.server.threadsPerWorker

@@ -55,6 +55,10 @@ extension BillingConfiguration {
             r.int("maxBodyBytes", into: &server.maxBodyBytes, range: 1024...(64 << 20))
             r.int("socketMode", into: &server.socketMode, range: 0...0o777)
             r.int("backlog", into: &server.backlog, range: 1...65_535)
+            r.stringArray("webServerAddrs", into: &server.webServerAddrs)
+            for address in server.webServerAddrs where !IPv4Address.isValid(address) {
+                r.problem("webServerAddrs", "\"\(address)\" is not an IPv4 address (libfcgi checks IPv4 peers only)")
+            }
             r.optionalString("metricsDirectory", into: &server.metricsDirectory)
             r.int("snapshotCacheUsers", into: &server.snapshotCacheUsers, range: 0...10_000_000)
         }

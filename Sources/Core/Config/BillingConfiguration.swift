@@ -30,6 +30,10 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
         var socketMode = 0o660
         /// listen(2) backlog of each worker socket.
         var backlog = 128
+        /// IPv4 addresses of the nginx hosts allowed to connect to a worker listening on TCP
+        /// (libfcgi's `FCGI_WEB_SERVER_ADDRS`; that variable is used when this is empty). A
+        /// worker refuses to listen on TCP without any.
+        var webServerAddrs: [String] = []
         /// Where workers publish their metrics snapshots (`<worker>.json`) and where the
         /// metrics route and `system.health` read them. nil: `metrics/` beside the worker
         /// socket (billing-rpc: beside `admin.socket`).

@@ -4,18 +4,48 @@ import Synchronization
 
 /// The listening socket of one worker process (a Unix socket path, or `host:port`).
 ///
-/// Owns the file descriptor from `FCGX_OpenSocket`. `stopAccepting()` shuts it down so
-/// threads blocked in `accept()` wake (Linux returns EINVAL) and new connections are refused
-/// at once, which makes nginx pass them to another worker; `close()` then closes it and
-/// removes the socket path, unless another process has bound a new socket there meanwhile.
+/// Either created here with `FCGX_OpenSocket`, or inherited from systemd (socket
+/// activation). A created socket: `stopAccepting()` shuts it down so threads blocked in
+/// `accept()` wake (Linux returns EINVAL) and new connections are refused at once, which
+/// makes nginx pass them to another worker; `close()` then closes it and removes the socket
+/// path, unless another process has bound a new socket there meanwhile. An inherited socket
+/// belongs to systemd and outlives this process (connections that arrive while the worker
+/// restarts wait in its backlog for the next instance): it is never shut down nor unlinked;
+/// stopping wakes the blocked threads by connecting to it, after libfcgi's shutdown flag is
+/// set, so each woken `accept()` returns, reads end-of-file and sees the flag.
 final class FastCGIListener: Sendable {
     let path: String
     /// The listening descriptor, handed to `FCGX_InitRequest` by each worker thread.
     let descriptor: Int32
+    /// Whether the socket came from systemd (`SocketActivation`).
+    let isInherited: Bool
     private let isUnixSocket: Bool
     /// Device and inode of the socket file we created, to recognise it at `close()`.
     private let identity: (device: UInt64, inode: UInt64)?
+    /// Where stopping connects to wake threads blocked in `accept()` (inherited sockets).
+    private let localAddress: SocketAddress?
     private let closed = Atomic<Bool>(false)
+
+    /// libfcgi's rule: `host:port` with a non-zero port is TCP, anything else a path.
+    static func isUnixSocketPath(_ path: String) -> Bool {
+        path.firstIndex(of: ":").map { (Int(path[path.index(after: $0)...]) ?? 0) == 0 } ?? true
+    }
+
+    /// Takes the socket systemd passed; `path` (the worker's `--socket`) must name it, so
+    /// a unit whose `ListenStream=` and `ExecStart=` disagree fails loudly at start.
+    init(inherited activation: SocketActivation, path: String) throws(FastCGIError) {
+        try FastCGILibrary.initialize()
+        let address = try SocketAddress(localOf: activation.descriptor)
+        guard address.matches(socketArgument: path) else {
+            throw FastCGIError.socket("socket activation: systemd passed a socket on \(address), but --socket is \(path)", errno: 0)
+        }
+        self.path = path
+        descriptor = activation.descriptor
+        isInherited = true
+        isUnixSocket = Self.isUnixSocketPath(path)
+        identity = nil
+        localAddress = address
+    }
 
     /// Opens the socket. For a Unix path: refuses to start when a live process already
     /// listens there (libfcgi would silently unlink and steal the path), removes a stale
@@ -24,8 +54,9 @@ final class FastCGIListener: Sendable {
     init(path: String, backlog: Int = 1024, mode: UInt32 = 0o660) throws(FastCGIError) {
         try FastCGILibrary.initialize()
         self.path = path
-        // libfcgi's rule: `host:port` with a non-zero port is TCP, anything else a path.
-        isUnixSocket = path.firstIndex(of: ":").map { (Int(path[path.index(after: $0)...]) ?? 0) == 0 } ?? true
+        isInherited = false
+        localAddress = nil
+        isUnixSocket = Self.isUnixSocketPath(path)
         if isUnixSocket {
             guard !path.isEmpty, path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
                 throw FastCGIError.socket("socket path is empty or longer than sun_path allows: \(path)", errno: 0)
@@ -48,16 +79,23 @@ final class FastCGIListener: Sendable {
         }
     }
 
-    /// Refuses new connections and wakes threads blocked in `accept()`. Idempotent.
-    func stopAccepting() {
-        _ = shutdown(descriptor, Int32(SHUT_RDWR))
+    /// Wakes the `threads` threads that may be blocked in `accept()`, so they see libfcgi's
+    /// shutdown flag (set before this call); a created socket also refuses new connections
+    /// from now on. Idempotent.
+    func stopAccepting(threads: Int) {
+        guard let localAddress else {
+            _ = shutdown(descriptor, Int32(SHUT_RDWR))
+            return
+        }
+        for _ in 0..<max(threads, 1) { localAddress.poke() }
     }
 
-    /// Closes the descriptor and removes the socket path if it is still ours. Idempotent.
+    /// Closes the descriptor and removes the socket path if we created it and it is still
+    /// ours. Idempotent.
     func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         Glibc.close(descriptor)
-        guard isUnixSocket, let identity else { return }
+        guard isUnixSocket, !isInherited, let identity else { return }
         var info = stat()
         if lstat(path, &info) == 0, UInt64(info.st_dev) == identity.device, UInt64(info.st_ino) == identity.inode {
             unlink(path)

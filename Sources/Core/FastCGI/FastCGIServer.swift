@@ -8,13 +8,36 @@ struct FastCGIServerOptions: Sendable, Equatable {
     var socketMode: UInt32
     var backlog: Int
     var pool: FastCGIPoolConfiguration
+    /// The socket systemd passed (socket activation), used instead of creating one.
+    var activation: SocketActivation?
+    /// The nginx hosts allowed to connect when listening on TCP (libfcgi's
+    /// `FCGI_WEB_SERVER_ADDRS`); required then, since any host reaching the port could
+    /// otherwise speak FastCGI to the worker. Ignored for Unix sockets.
+    var webServerAddresses: [String]
 
     init(socketPath: String, socketMode: UInt32 = 0o660, backlog: Int = 1024,
-                pool: FastCGIPoolConfiguration = FastCGIPoolConfiguration()) {
+                pool: FastCGIPoolConfiguration = FastCGIPoolConfiguration(), activation: SocketActivation? = nil,
+                webServerAddresses: [String] = []) {
         self.socketPath = socketPath
         self.socketMode = socketMode
         self.backlog = backlog
         self.pool = pool
+        self.activation = activation
+        self.webServerAddresses = webServerAddresses
+    }
+
+    /// Opens (or takes from systemd) the listening socket. On TCP, exports the allowed web
+    /// server addresses for libfcgi (read once, when the library initialises) and refuses to
+    /// listen without any.
+    func openListener() throws(FastCGIError) -> FastCGIListener {
+        if !FastCGIListener.isUnixSocketPath(socketPath) {
+            guard !webServerAddresses.isEmpty else {
+                throw FastCGIError.socket("listening on TCP (\(socketPath)) needs server.webServerAddrs (or FCGI_WEB_SERVER_ADDRS): the addresses of the nginx hosts allowed to connect", errno: 0)
+            }
+            setenv("FCGI_WEB_SERVER_ADDRS", webServerAddresses.joined(separator: ","), 1)
+        }
+        if let activation { return try FastCGIListener(inherited: activation, path: socketPath) }
+        return try FastCGIListener(path: socketPath, backlog: backlog, mode: socketMode)
     }
 }
 
@@ -32,7 +55,7 @@ enum FastCGIServer {
         ProcessSignals.blockHandledSignals()
         let listener: FastCGIListener
         do {
-            listener = try FastCGIListener(path: options.socketPath, backlog: options.backlog, mode: options.socketMode)
+            listener = try options.openListener()
         } catch {
             logger.log(.critical, "cannot listen", ["socket.path": .string(options.socketPath), "error.message": .string(error.description)])
             return 1
@@ -42,7 +65,7 @@ enum FastCGIServer {
                                      logger: logger, metrics: metrics, accessLog: accessLog, makeContext: makeContext)
         let status = ProcessLifecycle.run(pool, logger: logger, reopenLogs: reopenLogs, reload: reload) {
             logger.info("worker started", ["socket.path": .string(options.socketPath), "worker.threads": .int(Int64(options.pool.threads)),
-                                           "process.id": .int(Int64(getpid()))])
+                                           "socket.activated": .bool(listener.isInherited), "process.id": .int(Int64(getpid()))])
         }
         guard status == 0 else { return status }
         let failed = pool.hasFailed

@@ -79,7 +79,7 @@ final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, Proces
     func stopAccepting() {
         guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
         FCGX_ShutdownPending()
-        listener.stopAccepting()
+        listener.stopAccepting(threads: configuration.threads)
     }
 
     /// Waits for every thread to finish its in-flight request and exit.
