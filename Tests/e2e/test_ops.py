@@ -190,6 +190,22 @@ def exec_lines(unit, key):
     return lines
 
 
+LOCATION = r"^[ \t]*location[ \t]+([^{\n]+?)[ \t]*\{([^}]*)\}"
+
+
+def api_locations(text):
+    """{matcher: [its limit_req lines]} of an nginx file's /api/v1 locations."""
+    return {matcher: re.findall(r"limit_req\s+zone=[^;]*;", body)
+            for matcher, body in re.findall(LOCATION, text, re.M) if "/api/v1" in matcher}
+
+
+def geo_entries(text):
+    """The entries of the `geo $billing_limited` block, without comments, blanks squeezed."""
+    block = re.search(r"geo \$billing_limited \{([^}]*)\}", text).group(1)
+    lines = (re.sub(r"#.*", "", line).strip().rstrip(";") for line in block.splitlines())
+    return [" ".join(line.split()) for line in lines if line]
+
+
 class ProductionFiles(unittest.TestCase):
     """The unit files' commands, run by hand against the test stack's configuration with the
     production paths mapped to a temporary directory (no systemd on the test machines)."""
@@ -266,6 +282,31 @@ class ProductionFiles(unittest.TestCase):
                      "error_page 504 = @gateway_timeout;", "location = /metrics", "allow 127.0.0.1;"]:
             self.assertIn(rule, site)
             self.assertIn(rule, template)
+        # The same rate limits (docs/operations.md, "Rate limits"): zones, rates, the 429 page.
+        for rule in ["limit_req_zone $billing_limit_key zone=billing_api:10m rate=20r/s;",
+                     "limit_req_zone $billing_limit_key zone=billing_webhooks:2m rate=200r/s;",
+                     "limit_req_zone $billing_limit_key zone=billing_health:2m rate=20r/s;",
+                     "default  $binary_remote_addr;", "limit_req_status 429;", "error_page 429 = @rate_limited;",
+                     "add_header Retry-After 1 always;",
+                     "return 429 '{\"error\":{\"code\":\"rate_limited\",\"message\":"]:
+            self.assertIn(rule, site)
+            self.assertIn(rule, template)
+        # Every API location is limited, by the same zone and burst in both files, and sets no
+        # FastCGI setting of its own: all inherit the server's (one set of retry rules).
+        self.assertEqual(api_locations(site), api_locations(template))
+        self.assertEqual(set(api_locations(site)),
+                         {"/api/v1/", "/api/v1/billing/webhooks/", "= /api/v1/health", "= /api/v1/ping"})
+        for text in (site, template):
+            for matcher, body in re.findall(LOCATION, text, re.M):
+                if "/api/v1" in matcher:
+                    settings = [line.strip() for line in body.split(";") if "fastcgi_" in line]
+                    self.assertEqual(settings, ["fastcgi_pass billing_workers"], matcher)
+        # add_header in the 429 page replaces the server's: HSTS is repeated there.
+        [page] = [body for matcher, body in re.findall(LOCATION, site, re.M) if matcher == "@rate_limited"]
+        self.assertIn('add_header Strict-Transport-Security "max-age=63072000" always;', page)
+        # Only the dev/test file exempts an address, and only 127.0.0.1 (the load tools').
+        self.assertEqual(geo_entries(site), ["default 1"])
+        self.assertEqual(geo_entries(template), ["default 1", "127.0.0.1/32 0"])
         with tempfile.TemporaryDirectory() as tmp:
             subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=t",
                             "-keyout", f"{tmp}/k.pem", "-out", f"{tmp}/c.pem"], check=True, capture_output=True)

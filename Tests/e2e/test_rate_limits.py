@@ -1,0 +1,141 @@
+"""nginx's rate limits on the public routes (SPEC §13; docs/operations.md, "Rate limits"),
+end to end. The dev/test nginx exempts 127.0.0.1, where the load tools run; any other
+loopback address is an ordinary client: these tests send from 127.0.0.2 (on Linux a client
+bound to 127.0.0.2 reaches the 127.0.0.1 listener and nginx sees $remote_addr 127.0.0.2).
+
+The zones' bursts are read from the rendered nginx.conf, and every burst sent is far beyond
+(or far below) what a zone allows, so nothing depends on timing: a zone refills at its rate
+while a test runs, which only ever lets a few more requests through."""
+import http.client
+import json
+import os
+import re
+import unittest
+import urllib.parse
+import uuid
+
+from billing import HTTP_BASE, VAR_DIR, Response, request, script
+
+LIMITED = "127.0.0.2"   # any loopback address but 127.0.0.1
+
+
+def config():
+    with open(os.path.join(VAR_DIR, "nginx", "nginx.conf")) as f:
+        return f.read()
+
+
+def burst(zone):
+    """The burst of ZONE, the same in every location that uses it."""
+    found = set(re.findall(r"limit_req\s+zone=%s\s+burst=(\d+)" % re.escape(zone), config()))
+    assert len(found) == 1, (zone, found)
+    return int(found.pop())
+
+
+def send(method, path, source=None, body=None, headers=None):
+    """One request on a fresh connection, from SOURCE (an address of this host) when given."""
+    url = urllib.parse.urlsplit(HTTP_BASE)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10,
+                                      source_address=(source, 0) if source else None)
+    try:
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            headers = {"Content-Type": "application/json", **(headers or {})}
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
+    finally:
+        conn.close()
+
+
+def bearer(user=None):
+    return {"Authorization": "Bearer " + script("dev-token", user or str(uuid.uuid4())).stdout.strip()}
+
+
+class RateLimits(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.api_burst = burst("billing_api")
+        cls.webhook_burst = burst("billing_webhooks")
+        cls.health_burst = burst("billing_health")
+        cls.auth = bearer()
+        # The user exists before any burst (his first request registers him).
+        assert request("GET", "/api/v1/billing/access", headers=cls.auth).status == 200
+
+    def until_limited(self, method, path, source=LIMITED, bound=None, **kwargs):
+        """Sends until the first 429; returns (statuses before it, the 429). Fails if BOUND
+        requests (25 bursts by default) never met one."""
+        bound = bound or 25 * self.api_burst
+        statuses = []
+        for _ in range(bound):
+            r = send(method, path, source=source, **kwargs)
+            if r.status == 429:
+                return statuses, r
+            statuses.append(r.status)
+        self.fail(f"{method} {path}: no 429 in {bound} requests from {source}: {sorted(set(statuses))}")
+
+    def assertRateLimitedEnvelope(self, r):
+        self.assertEqual(r.status, 429, r)
+        self.assertTrue(r.headers.get("content-type", "").startswith("application/json"), r.headers)
+        body = r.json()
+        self.assertEqual(set(body), {"error"}, body)
+        self.assertEqual(set(body["error"]), {"code", "message"}, body)
+        self.assertEqual(body["error"]["code"], "rate_limited", body)
+        self.assertIsInstance(body["error"]["message"], str)
+        self.assertTrue(body["error"]["message"])
+        self.assertRegex(r.headers.get("retry-after", ""), r"^[1-9][0-9]*$", r.headers)
+
+    def test_a_burst_on_the_access_route_ends_in_429_in_the_error_envelope(self):
+        before, limited = self.until_limited("GET", "/api/v1/billing/access", headers=self.auth)
+        # Served until the limit, then refused (an earlier test may have left little allowance).
+        self.assertLessEqual(set(before), {200}, before)
+        self.assertRateLimitedEnvelope(limited)
+
+    def test_every_other_app_route_is_limited_per_client_too(self):
+        for method, path in [("GET", "/api/v1/billing/plans"),
+                             ("POST", "/api/v1/billing/usage"),
+                             ("POST", "/api/v1/billing/apple/transactions"),
+                             ("POST", "/api/v1/billing/paywall-events"),
+                             ("GET", "/api/v1/no/such/route")]:
+            with self.subTest(path=path):
+                body = {} if method == "POST" else None
+                before, limited = self.until_limited(method, path, body=body)
+                self.assertNotIn(429, before)
+                self.assertRateLimitedEnvelope(limited)
+
+    def test_webhooks_take_a_burst_far_beyond_the_app_routes_burst(self):
+        sent = 3 * self.api_burst
+        self.assertGreater(self.webhook_burst, sent, "the webhook zone's burst must dwarf the app routes' burst")
+        # This address's app allowance is spent: the webhooks do not share it.
+        self.until_limited("GET", "/api/v1/billing/access", headers=self.auth)
+        statuses = []
+        for i in range(sent):
+            if i % 2:
+                r = send("POST", "/api/v1/billing/webhooks/revenuecat", source=LIMITED, body={},
+                         headers={"Authorization": "Bearer not-the-secret"})
+            else:
+                r = send("POST", "/api/v1/billing/webhooks/apple", source=LIMITED, body={})
+            statuses.append(r.status)
+        self.assertNotIn(429, statuses)
+        # Every one was the worker's own answer (refused: wrong secret, empty payload or
+        # App Store not configured here), none nginx's.
+        self.assertTrue(all(400 <= s < 500 or s == 501 for s in statuses), sorted(set(statuses)))
+
+    def test_health_is_probed_freely_and_spends_no_app_allowance(self):
+        sent = 50
+        self.assertGreaterEqual(self.health_burst, 2 * sent)
+        self.until_limited("GET", "/api/v1/billing/access", headers=self.auth)
+        statuses = [send("GET", "/api/v1/health" if i % 2 else "/api/v1/ping", source=LIMITED).status
+                    for i in range(sent)]
+        self.assertEqual(set(statuses), {200}, statuses)
+
+    def test_127_0_0_1_is_exempt_in_the_dev_stack(self):
+        sent = 5 * self.api_burst
+        statuses = [send("GET", "/api/v1/billing/access", headers=self.auth).status for _ in range(sent)]
+        self.assertEqual(set(statuses), {200}, sorted(set(statuses)))
+        # The same burst from another address is cut short.
+        before, limited = self.until_limited("GET", "/api/v1/billing/access", headers=self.auth, bound=sent)
+        self.assertRateLimitedEnvelope(limited)
+
+
+if __name__ == "__main__":
+    unittest.main()
