@@ -216,9 +216,12 @@ class ProductionFiles(unittest.TestCase):
             "${BILLING_CONFIG}": os.path.join(VAR_DIR, "billing.json"),
             "/opt/fcgibilling/bin": BIN_DIR,
             "/opt/fcgibilling/sql": os.path.join(REPO, "sql"),
+            "/run/fcgibilling-rpc": os.path.join(tmp, "run"),
             "/run/fcgibilling": os.path.join(tmp, "run"),
+            "/var/log/fcgibilling-rpc": os.path.join(tmp, "log"),
             "/var/log/fcgibilling": os.path.join(tmp, "log"),
-            "/etc/fcgibilling/secrets": os.path.join(VAR_DIR, "secrets"),
+            # LoadCredential='s directory: the dev stack's secrets carry the same names.
+            "%d": os.path.join(VAR_DIR, "secrets"),
         }
         for key, value in mapping.items():
             line = line.replace(key, value)
