@@ -399,6 +399,13 @@ class WhoMayReachWhat(unittest.TestCase):
         self.assertEqual((pwd.getpwuid(st.st_uid).pw_name, grp.getgrgid(st.st_gid).gr_name, oct(stat.S_IMODE(st.st_mode))),
                          ("fcgibilling-rpc", "fcgibilling-admin", oct(0o660)))
 
+    def test_billing_admin_finds_the_installed_socket_by_itself(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
+        r = subprocess.run(["/usr/sbin/billing-admin", "--json", "system.health"], cwd="/", env=env,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["database"]["status"], "ok")
+
     def test_root_is_served(self):
         results = probe_as("root", [["connect", ADMIN_SOCKET]])
         reply = json.loads(results[ADMIN_SOCKET][len("reply:"):].splitlines()[0])
