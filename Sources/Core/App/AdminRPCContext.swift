@@ -2,7 +2,7 @@
 /// (its database connection stays there). The one type that knows every admin feature's
 /// context protocol, answering each from `BillingServices`.
 struct AdminRPCContext: RPCContextProtocol, AccessRPCContext, EventRPCContext, StatsRPCContext, UserRPCContext,
-    GrantRPCContext, GrandfatherRPCContext, PlanRPCContext, SystemRPCContext {
+    GrantRPCContext, GrandfatherRPCContext, PlanRPCContext, OfferingRPCContext, SystemRPCContext {
     var clock: any BillingClock
     var peer: RPCPeer?
     var server: RPCServerInfo
@@ -43,6 +43,7 @@ struct AdminRPCContext: RPCContextProtocol, AccessRPCContext, EventRPCContext, S
     var idPattern: UserIdPattern { services.idPattern }
     var catalog: ProductCatalog { services.catalog }
     var plans: PlanCatalog { services.plans }
+    var offerings: OfferingCatalog { services.offerings }
     var flags: FlagCache { services.flags }
     var reportingCurrency: String { services.configuration.reporting.currency }
     var bindingPolicy: BillingConfiguration.Binding.Policy { services.configuration.binding.policy }

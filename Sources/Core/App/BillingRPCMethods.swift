@@ -13,6 +13,7 @@ enum BillingRPCMethods {
         registry.registerEventMethods(replayers: replayers ?? quarantineReplayers(services: services))  // events.*
         registry.registerFlagMethods()          // flags.get, flags.set
         registry.registerPlanMethods()          // plans.list, plans.publish
+        registry.registerOfferingMethods()      // offerings.list, offerings.publish
         registry.registerStatsMethods()         // stats.subscriptions, stats.purgePaywallEvents
         return registry
     }

@@ -4,7 +4,7 @@
 /// `BillingServices`: the router and the features see only the protocols.
 final class BillingRequestContext: RequestContextProtocol, AuthenticatedRequestContext, DatabaseRequestContext,
     HealthCheck.Context, AccessRoute.Context, QuotaRoutes.Context, RevenueCatWebhook.Context,
-    AppleTransactionRoute.Context, PaywallEvents.Context {
+    AppleTransactionRoute.Context, PaywallEvents.Context, OfferingsRoute.Context {
     let workerIndex: Int
     var clock: any BillingClock
     let services: BillingServices
@@ -80,6 +80,7 @@ final class BillingRequestContext: RequestContextProtocol, AuthenticatedRequestC
     var catalog: ProductCatalog { services.catalog }
     var snapshots: SnapshotCache { services.snapshots }
     var plans: PlanCatalog { services.plans }
+    var offerings: OfferingCatalog { services.offerings }
     var flags: FlagCache { services.flags }
     var activity: UserActivity { services.activity }
     var paywallPurge: PaywallEvents.PurgeSchedule { services.paywallPurge }

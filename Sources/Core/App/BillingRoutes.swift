@@ -13,6 +13,7 @@ enum BillingRoutes {
         router.post("\(prefix)/billing/webhooks/apple") { request, context in try AppleWebhook.handle(request, context) }
         router.post("\(prefix)/billing/apple/transactions") { request, context in try AppleTransactionRoute.handle(request, context) }
         router.post("\(prefix)/billing/paywall-events") { request, context in try PaywallEvents.handle(request, context) }
+        router.get("\(prefix)/billing/offerings") { request, context in try OfferingsRoute.handle(request, context) }
     }
 
     /// A router with all routes registered.

@@ -23,6 +23,8 @@ final class BillingServices: Sendable {
     let flags = FlagCache()
     /// Plan versions, cached briefly per process.
     let plans = PlanCatalog()
+    /// Offerings contract versions, cached briefly per process.
+    let offerings = OfferingCatalog()
     /// Access records of recently seen users, validated on every use (`SnapshotCache`).
     let snapshots: SnapshotCache
     /// nil when `apple.trustedRootsFiles` or `apple.bundleId` is not configured: the App

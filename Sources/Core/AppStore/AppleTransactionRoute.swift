@@ -6,6 +6,9 @@
 /// subscription (`AppleBinding.bind`: same user → idempotent; another owner → 409 under
 /// `deny`, or a move under `restore_moves` with `restore: true`), record the transaction in
 /// the inbox (keyed by `transactionId`) and answer the caller's fresh access snapshot.
+/// With the flag `purchases.enabled` off, 403 `purchases_disabled` before anything is read
+/// (read from the database, not the flag cache: the switch holds from the moment it is set);
+/// the App Store's notifications are never cut (SPEC §14).
 enum AppleTransactionRoute {
     /// What the route needs of its request context.
     protocol Context: AppStoreRouteContext, AuthenticatedRequestContext {}
@@ -16,6 +19,9 @@ enum AppleTransactionRoute {
         }
         let userId = try context.authenticatedUser(request)
         let db = try context.requireDatabase()
+        guard try BillingFlags.load(on: db).purchasesEnabled else {
+            throw APIError(.forbidden, code: "purchases_disabled", message: "purchases are disabled (flag purchases.enabled)")
+        }
         let now = context.clock.now()
         let policy = context.bindingPolicy
 

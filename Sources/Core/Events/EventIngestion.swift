@@ -121,6 +121,10 @@ enum EventIngestion {
         case .applied:
             try EventInbox.addParty(eventId: eventId, userId: subject!, role: .subject, on: db)
             folded = [subject!]
+            // A confirmed purchase resets the offer ladders (SPEC §14), by either provider.
+            if event.kind == .purchase || event.kind == .nonRenewingPurchase, let at = event.purchasedAt ?? event.intrinsicAt {
+                try OfferingLadder.resetAfterPurchase(userId: subject!, purchasedAt: at, on: db)
+            }
         case .unmatched:
             if event.kind == .transfer {
                 try EventInbox.addCandidates(eventId: eventId, ids: event.transferredFrom, role: .transferFrom, on: db)

@@ -9,41 +9,99 @@ struct BillingFlags: Sendable, Equatable {
         case enforce
     }
 
-    var enforcement: Enforcement
+    /// The flags by their stored name, with the values each takes.
+    enum Name: String, Sendable, CaseIterable {
+        case enforcement
+        /// Off: the app's purchases are refused (`POST /billing/apple/transactions` 403
+        /// `purchases_disabled`, offerings say `purchasesEnabled: false`); the stores'
+        /// notifications and webhooks are never cut (SPEC §14).
+        case purchasesEnabled = "purchases.enabled"
 
-    init(enforcement: Enforcement = .observe) { self.enforcement = enforcement }
+        var values: [String] {
+            switch self {
+            case .enforcement: return Enforcement.allCases.map(\.rawValue)
+            case .purchasesEnabled: return ["true", "false"]
+            }
+        }
+
+        /// The value as stored (a JSON boolean for purchases.enabled, a string otherwise).
+        func stored(_ value: JSON) -> String? {
+            switch self {
+            case .enforcement: return value.stringValue.flatMap { values.contains($0) ? $0 : nil }
+            case .purchasesEnabled:
+                if case .bool(let flag) = value { return flag ? "true" : "false" }
+                return nil
+            }
+        }
+
+        /// The stored value as JSON.
+        func json(_ stored: String) -> JSON {
+            switch self {
+            case .enforcement: return .string(stored)
+            case .purchasesEnabled: return .bool(stored == "true")
+            }
+        }
+    }
+
+    var enforcement: Enforcement
+    var purchasesEnabled: Bool
+
+    init(enforcement: Enforcement = .observe, purchasesEnabled: Bool = true) {
+        self.enforcement = enforcement
+        self.purchasesEnabled = purchasesEnabled
+    }
 
     static let defaults = BillingFlags()
 
-    var json: JSON { ["enforcement": .string(enforcement.rawValue)] }
+    func stored(_ name: Name) -> String {
+        switch name {
+        case .enforcement: return enforcement.rawValue
+        case .purchasesEnabled: return purchasesEnabled ? "true" : "false"
+        }
+    }
+
+    var json: JSON {
+        var object = JSONObject()
+        for name in Name.allCases { object[name.rawValue] = name.json(stored(name)) }
+        return .object(object)
+    }
 
     /// The stored flags (defaults for rows not written yet).
     static func load(on db: DatabaseConnection) throws(DatabaseError) -> BillingFlags {
         var flags = BillingFlags.defaults
         for row in try db.query("SELECT name, value FROM billing_flags") {
-            if try row.string("name") == "enforcement", let value = Enforcement(rawValue: try row.string("value")) {
-                flags.enforcement = value
+            let value = try row.string("value")
+            switch Name(rawValue: try row.string("name")) {
+            case .enforcement?: if let parsed = Enforcement(rawValue: value) { flags.enforcement = parsed }
+            case .purchasesEnabled?: flags.purchasesEnabled = value != "false"
+            case nil: break
             }
         }
         return flags
     }
 
-    /// Sets the enforcement flag and audits the change, in one transaction. Returns the
-    /// previous value.
-    static func setEnforcement(_ value: Enforcement, actor: String, now: Timestamp,
-                                      on db: DatabaseConnection) throws -> Enforcement {
-        try db.transaction(retries: 3, isolation: .readCommitted) { db -> Enforcement in
-            let previous = try db.queryOne("SELECT value FROM billing_flags WHERE name = 'enforcement' FOR UPDATE")
-                .flatMap { (row) throws(DatabaseError) -> Enforcement? in Enforcement(rawValue: try row.string("value")) } ?? .observe
+    /// Sets one flag and audits the change (`flags.set` with from and to), in one
+    /// transaction. Returns the previous stored value.
+    static func set(_ name: Name, to value: String, actor: String, now: Timestamp,
+                    on db: DatabaseConnection) throws -> String {
+        try db.transaction(retries: 3, isolation: .readCommitted) { db -> String in
+            let previous = try db.queryOne("SELECT value FROM billing_flags WHERE name = \(name.rawValue) FOR UPDATE")?
+                .string("value") ?? BillingFlags.defaults.stored(name)
             try db.execute("""
-                INSERT INTO billing_flags (name, value, updated_by, updated_at) VALUES ('enforcement', \(value.rawValue), \(actor), \(now))
+                INSERT INTO billing_flags (name, value, updated_by, updated_at) VALUES (\(name.rawValue), \(value), \(actor), \(now))
                 ON DUPLICATE KEY UPDATE value = VALUES(value), updated_by = VALUES(updated_by), updated_at = VALUES(updated_at)
                 """)
             try AuditLog.write(actor: actor, action: "flags.set",
-                               detail: ["flag": "enforcement", "from": .string(previous.rawValue), "to": .string(value.rawValue)],
+                               detail: ["flag": .string(name.rawValue), "from": .string(previous), "to": .string(value)],
                                now: now, on: db)
             return previous
         }
+    }
+
+    /// Sets the enforcement flag (audited). Returns the previous value.
+    static func setEnforcement(_ value: Enforcement, actor: String, now: Timestamp,
+                               on db: DatabaseConnection) throws -> Enforcement {
+        Enforcement(rawValue: try set(.enforcement, to: value.rawValue, actor: actor, now: now, on: db)) ?? .observe
     }
 }
 

@@ -38,6 +38,10 @@ struct RPCParams: Sendable, Equatable {
     /// Refuses members other than `keys`, so a typo (`userID`) is an error, not a silent default.
     /// With no keys: the method takes no params (absent, `{}` and `[]` are accepted).
     func expectOnly(_ keys: String...) throws(RPCError) {
+        try expectOnly(keys)
+    }
+
+    func expectOnly(_ keys: [String]) throws(RPCError) {
         if keys.isEmpty, value == .array([]) { return }
         let allowed = Set(keys)
         guard let unknown = try named().keys.first(where: { !allowed.contains($0) }) else { return }

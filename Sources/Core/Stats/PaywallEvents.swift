@@ -1,15 +1,20 @@
 import Synchronization
 
-/// `POST /api/v1/billing/paywall-events`: the app reports paywall views and purchase
-/// attempts for the funnel of `stats.subscriptions`.
+/// `POST /api/v1/billing/paywall-events`: the app reports paywall views, dismissals and
+/// purchase attempts for the funnel of `stats.subscriptions`, and a dismissal moves the
+/// offer ladder (SPEC §14).
 ///
-/// Body `{type: "view"|"purchase", placement, eventId, result?, environment?}`; Bearer ID
-/// token. Idempotent by (user, eventId) — a UNIQUE key: a retry answers 200
-/// `{recorded: true, duplicate: true}` and writes nothing; a first delivery answers 201.
+/// Body `{type: "view"|"dismiss"|"purchase", placement, eventId, offering?, result?,
+/// environment?}`; Bearer ID token; `offering` (the one shown) is required for a dismissal.
+/// The server records the offering's ladder stage on that placement and the contract
+/// version. Idempotent by (user, eventId) — a UNIQUE key: a retry answers 200
+/// `{recorded: true, duplicate: true}`, writes nothing and never advances the ladder twice;
+/// a first delivery answers 201 (with `advanced`: whether a dismissal moved the ladder).
+/// The row and the ladder step commit together.
 /// Rows are kept 30 days: each worker process purges expired rows itself, at most once per
 /// `purgeInterval`, in bounded batches, after answering a request (docs/stats.md).
 enum PaywallEvents {
-    static let types = ["view", "purchase"]
+    static let types = ["view", "dismiss", "purchase"]
     static let results = ["done", "cancelled", "failed", "pending"]
     /// How often one process runs the opportunistic purge, and how many rows per run.
     static let purgeIntervalMilliseconds: Int64 = 10 * 60 * 1000
@@ -19,6 +24,7 @@ enum PaywallEvents {
         var type: String
         var placement: String
         var eventId: String
+        var offering: String?
         var result: String?
         var environment: StoreEnvironment
     }
@@ -26,6 +32,7 @@ enum PaywallEvents {
     /// What the route needs of its request context.
     protocol Context: AuthenticatedRequestContext, DatabaseRequestContext {
         var paywallPurge: PurgeSchedule { get }
+        var offerings: OfferingCatalog { get }
     }
 
     static func handle(_ request: HTTPRequest, _ context: some Context) throws -> HTTPResponse {
@@ -34,19 +41,41 @@ enum PaywallEvents {
         let report = try decode(body)
         let db = try context.requireDatabase()
         let now = context.clock.now()
-        let inserted = try insert(report, userId: userId, now: now, on: db)
+        let published = OfferingCatalog.version(in: try context.offerings.versions(on: db), at: now)
+        let (inserted, advanced) = try record(report, userId: userId, offerings: published, now: now, on: db)
         if context.paywallPurge.isDue(now: now) { purge(now: now, on: db, logger: context.logger) }
-        return .json(inserted ? .created : .ok, ["recorded": true, "duplicate": .bool(!inserted)])
+        var answer: JSONObject = ["recorded": true, "duplicate": .bool(!inserted)]
+        if report.type == "dismiss" { answer["advanced"] = .bool(advanced) }
+        return .json(inserted ? .created : .ok, .object(answer))
+    }
+
+    /// Records a report and, for a first dismissal of the offering at the ladder's current
+    /// stage, moves the ladder, in one transaction. (inserted, advanced).
+    static func record(_ report: Report, userId: String, offerings: PublishedContract<OfferingContract>, now: Timestamp,
+                       on db: DatabaseConnection) throws -> (Bool, Bool) {
+        let contract = offerings.contract
+        let stage = report.offering.flatMap { OfferingLadder.stage(contract, placement: report.placement, offering: $0) }
+        return try db.transaction(retries: 3) { db -> (Bool, Bool) in
+            guard try insert(report, userId: userId, stage: stage, offeringVersion: offerings.version, now: now, on: db) else {
+                return (false, false)
+            }
+            guard report.type == "dismiss", let offering = report.offering,
+                  let step = OfferingLadder.advance(contract, placement: report.placement, dismissed: offering) else {
+                return (true, false)
+            }
+            return (true, try OfferingLadder.advance(userId: userId, ladder: step.ladder, from: step.from, now: now, on: db))
+        }
     }
 
     /// Records a report; false when (user, eventId) is already there (the UNIQUE key decides).
-    static func insert(_ report: Report, userId: String, now: Timestamp,
-                              on db: DatabaseConnection) throws(DatabaseError) -> Bool {
+    static func insert(_ report: Report, userId: String, stage: Int? = nil, offeringVersion: Int? = nil, now: Timestamp,
+                       on db: DatabaseConnection) throws(DatabaseError) -> Bool {
         do {
             try db.execute("""
-                INSERT INTO billing_paywall_events (user_id, event_id, type, placement, result, environment, received_at)
-                VALUES (\(userId), \(report.eventId), \(report.type), \(report.placement), \(report.result),
-                        \(report.environment.rawValue), \(now))
+                INSERT INTO billing_paywall_events (user_id, event_id, type, placement, offering, stage, offering_version,
+                                                    result, environment, received_at)
+                VALUES (\(userId), \(report.eventId), \(report.type), \(report.placement), \(report.offering), \(stage),
+                        \(offeringVersion), \(report.result), \(report.environment.rawValue), \(now))
                 """)
             return true
         } catch where error.isDuplicateKey {
@@ -57,11 +86,11 @@ enum PaywallEvents {
     /// Validates a report (400 with the offending field otherwise).
     static func decode(_ body: JSON) throws(APIError) -> Report {
         guard case .object(let object) = body else { throw .badRequest("the body must be a JSON object") }
-        for key in object.keys where !["type", "placement", "eventId", "result", "environment"].contains(key) {
+        for key in object.keys where !["type", "placement", "eventId", "offering", "result", "environment"].contains(key) {
             throw .badRequest("unknown field \"\(key)\"")
         }
         let type = try field(object, "type", required: true)!
-        guard types.contains(type) else { throw .badRequest("\"type\" must be view or purchase") }
+        guard types.contains(type) else { throw .badRequest("\"type\" must be view, dismiss or purchase") }
         let placement = try field(object, "placement", required: true)!
         guard isToken(placement, maxLength: 64) else {
             throw .badRequest("\"placement\" must be 1 to 64 characters among letters, digits and . _ : -")
@@ -69,6 +98,10 @@ enum PaywallEvents {
         let eventId = try field(object, "eventId", required: true)!
         guard isToken(eventId, maxLength: 128) else {
             throw .badRequest("\"eventId\" must be 1 to 128 characters among letters, digits and . _ : -")
+        }
+        let offering = try field(object, "offering", required: type == "dismiss")
+        if let offering, !isToken(offering, maxLength: 64) {
+            throw .badRequest("\"offering\" must be 1 to 64 characters among letters, digits and . _ : -")
         }
         let result = try field(object, "result", required: false)
         if let result {
@@ -82,7 +115,7 @@ enum PaywallEvents {
             }
             environment = parsed
         }
-        return Report(type: type, placement: placement, eventId: eventId, result: result, environment: environment)
+        return Report(type: type, placement: placement, eventId: eventId, offering: offering, result: result, environment: environment)
     }
 
     private static func field(_ object: JSONObject, _ key: String, required: Bool) throws(APIError) -> String? {

@@ -34,22 +34,34 @@ extension SubscriptionStats {
         return ["subscriptions": .int(try row.int64("n")), "medianDaysToSubscribe": median.map(JSON.double) ?? .null]
     }
 
-    static func funnel(environment env: String, from: Timestamp, to: Timestamp, on db: DatabaseConnection) throws -> [JSON] {
+    /// The paywall funnel per placement (`byStage: false`), or per placement, offering and
+    /// ladder stage (`byStage: true`; events that named an offering): views, dismissals,
+    /// purchase attempts, purchases (result done) and conversion = purchases / views.
+    static func funnel(environment env: String, from: Timestamp, to: Timestamp, byStage: Bool = false,
+                       on db: DatabaseConnection) throws -> [JSON] {
         guard from < to else { return [] }
+        let keys = byStage ? "placement, offering, stage" : "placement"
         let rows = try db.query("""
-            SELECT placement, SUM(type = 'view') AS views, SUM(type = 'purchase') AS attempts,
-                   SUM(type = 'purchase' AND result = 'done') AS purchases
+            SELECT \(unsafeRaw: keys), SUM(type = 'view') AS views, SUM(type = 'dismiss') AS dismissals,
+                   SUM(type = 'purchase') AS attempts, SUM(type = 'purchase' AND result = 'done') AS purchases
             FROM billing_paywall_events
             WHERE environment = \(env) AND received_at >= \(from) AND received_at < \(to)
-            GROUP BY placement ORDER BY placement
+              \(unsafeRaw: byStage ? "AND offering IS NOT NULL" : "")
+            GROUP BY \(unsafeRaw: keys) ORDER BY \(unsafeRaw: keys)
             """)
         return try rows.map { row in
             let views = try row.int64("views"), purchases = try row.int64("purchases")
-            return [
+            var entry: JSONObject = [
                 "placement": .string(try row.string("placement")), "views": .int(views),
+                "dismissals": .int(try row.int64("dismissals")),
                 "attempts": .int(try row.int64("attempts")), "purchases": .int(purchases),
                 "conversionPct": .double(pct(purchases, views)),
             ]
+            if byStage {
+                entry["offering"] = .string(try row.string("offering"))
+                entry["stage"] = try row.optionalInt64("stage").map(JSON.int) ?? .null
+            }
+            return .object(entry)
         }
     }
 

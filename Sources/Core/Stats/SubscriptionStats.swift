@@ -56,6 +56,7 @@ enum SubscriptionStats {
         let profile = try subscriberProfile(query, on: db)
         let funnelFrom = max(query.from, now.adding(seconds: -paywallRetentionDays * 86_400))
         let funnel = try self.funnel(environment: env, from: funnelFrom, to: query.to, on: db)
+        let stages = try self.funnel(environment: env, from: funnelFrom, to: query.to, byStage: true, on: db)
         let series = try dailySeries(query, zone: zone, days: days.filter(\.current), on: db)
         let recent = try recentEvents(environment: env, on: db)
 
@@ -78,6 +79,7 @@ enum SubscriptionStats {
                 "from": .string(funnelFrom.iso8601), "to": .string(query.to.iso8601),
                 "retentionDays": .int(paywallRetentionDays),
                 "placements": .array(funnel),
+                "stages": .array(stages),
             ],
             "series": .array(series),
             "recent": .array(recent),
