@@ -144,6 +144,123 @@ import Testing
         }
     }
 
+    // MARK: - database.tls
+
+    /// A directory with a CA bundle, a client certificate and its key (PEM-shaped: the
+    /// configuration checks the kind of each file, the TLS library its content).
+    private func withTLSFiles(_ body: (_ dir: String) throws -> Void) throws {
+        let dir = "/tmp/fcgibilling-config-tls-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        mkdir(dir, 0o700)
+        defer {
+            for name in ["ca.pem", "cert.pem", "key.pem", "encrypted-key.pem", "config.json"] { unlink("\(dir)/\(name)") }
+            rmdir(dir)
+        }
+        let certificate = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+        try write("\(dir)/ca.pem", "# bundle\n" + certificate + certificate)
+        try write("\(dir)/cert.pem", certificate)
+        try write("\(dir)/key.pem", "-----BEGIN EC PRIVATE KEY-----\r\nMHc\r\n-----END EC PRIVATE KEY-----\r\n")
+        try write("\(dir)/encrypted-key.pem", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIH\n-----END ENCRYPTED PRIVATE KEY-----\n")
+        try body(dir)
+    }
+
+    /// The problems of a configuration that must be refused (an Issue when it is accepted).
+    private func problems(_ json: JSON) -> [String] {
+        do {
+            _ = try BillingConfiguration(json: json)
+            Issue.record("expected a ConfigurationError for \(json)")
+            return []
+        } catch {
+            return error.problems
+        }
+    }
+
+    @Test func tlsIsOffByDefaultAndWhenNull() throws {
+        #expect(try BillingConfiguration(json: [:]).database.tls == nil)
+        #expect(try BillingConfiguration(json: ["database": ["host": "db.internal", "tls": .null]]).database.tls == nil)
+    }
+
+    @Test func tlsDecodesTheCAAndTheClientCertificate() throws {
+        try withTLSFiles { dir in
+            let caOnly = try BillingConfiguration(json: ["database": ["host": "db.internal", "tls": ["caFile": .string("\(dir)/ca.pem")]]])
+            #expect(caOnly.database.tls == DatabaseConfiguration.TLS(caFile: "\(dir)/ca.pem"))
+            let mutual = try BillingConfiguration(json: ["database": ["host": "db.internal", "port": 3306, "tls": [
+                "caFile": .string("\(dir)/ca.pem"), "certFile": .string("\(dir)/cert.pem"), "keyFile": .string("\(dir)/key.pem"),
+            ]]])
+            #expect(mutual.database.tls == DatabaseConfiguration.TLS(caFile: "\(dir)/ca.pem", certFile: "\(dir)/cert.pem", keyFile: "\(dir)/key.pem"))
+            #expect(mutual.description.contains("db.internal:3306 (TLS)"))
+        }
+    }
+
+    /// Every mistake names its key: no caFile, half a client certificate, a file that is not
+    /// there or not the right kind of PEM, an encrypted key, a key that does not exist (there
+    /// is no switch to skip verification), and a value of the wrong type.
+    @Test func tlsProblemsNameTheirKeys() throws {
+        try withTLSFiles { dir in
+            let ca = JSON.string("\(dir)/ca.pem")
+            let cases: [(JSON, [String])] = [
+                (["host": "h", "tls": [:]], ["database.tls.caFile: required"]),
+                (["host": "h", "tls": ["caFile": ca, "certFile": .string("\(dir)/cert.pem")]], ["database.tls.keyFile: set certFile and keyFile together"]),
+                (["host": "h", "tls": ["caFile": ca, "keyFile": .string("\(dir)/key.pem")]], ["database.tls.certFile: set certFile and keyFile together"]),
+                (["host": "h", "tls": ["caFile": "/nonexistent/ca.pem"]], ["database.tls.caFile: cannot read /nonexistent/ca.pem"]),
+                (["host": "h", "tls": ["caFile": .string("\(dir)/key.pem")]], ["database.tls.caFile: \(dir)/key.pem: not a PEM file with a CERTIFICATE"]),
+                (["host": "h", "tls": ["caFile": ca, "certFile": .string("\(dir)/cert.pem"), "keyFile": .string("\(dir)/cert.pem")]],
+                 ["database.tls.keyFile: \(dir)/cert.pem: not a PEM file with a PRIVATE KEY"]),
+                (["host": "h", "tls": ["caFile": ca, "certFile": .string("\(dir)/cert.pem"), "keyFile": .string("\(dir)/encrypted-key.pem")]],
+                 ["database.tls.keyFile: \(dir)/encrypted-key.pem: an encrypted private key is not supported"]),
+                (["host": "h", "tls": ["caFile": ca, "verifyServerCertificate": false]], ["database.tls.verifyServerCertificate: unknown key"]),
+                (["host": "h", "tls": ["caFile": 5]], ["database.tls.caFile: expected a string"]),
+                (["host": "h", "tls": ["caFile": ""]], ["database.tls.caFile: expected a file path"]),
+                (["host": "h", "tls": true], ["database.tls: expected an object"]),
+            ]
+            for (database, expected) in cases {
+                let found = problems(["database": database])
+                #expect(found.count == expected.count, "\(database): \(found)")
+                for text in expected {
+                    #expect(found.contains { $0.hasPrefix(text) }, "\(text) missing from \(found)")
+                }
+            }
+        }
+    }
+
+    /// Over the Unix socket TLS would not apply (the socket wins): the pair is refused,
+    /// whichever layer set which.
+    @Test func tlsWithASocketIsRefused() throws {
+        try withTLSFiles { dir in
+            let found = problems(["database": ["socket": "/run/mysqld/mysqld.sock", "tls": ["caFile": .string("\(dir)/ca.pem")]]])
+            #expect(found.count == 1)
+            #expect(found.first?.hasPrefix("database.tls: TLS is for TCP") == true, "\(found)")
+        }
+    }
+
+    /// The environment override takes nested keys: `BILLING__database__tls__caFile`, and
+    /// `BILLING__database__socket=null` to move a socket configuration to TCP;
+    /// `BILLING__database__tls=null` turns off the file's TLS.
+    @Test func tlsThroughEnvironmentOverrides() throws {
+        try withTLSFiles { dir in
+            try write("\(dir)/config.json", #"{"database": {"socket": "/run/mysqld/mysqld.sock", "user": "billing"}}"#)
+            let config = try BillingConfiguration.load(path: "\(dir)/config.json", environment: [
+                "BILLING__database__socket": "null",
+                "BILLING__database__host": "db.internal",
+                "BILLING__database__tls__caFile": "\(dir)/ca.pem",
+                "BILLING__database__tls__certFile": "\(dir)/cert.pem",
+                "BILLING__database__tls__keyFile": "\(dir)/key.pem",
+            ])
+            #expect(config.database.socket == nil)
+            #expect(config.database.host == "db.internal")
+            #expect(config.database.tls == DatabaseConfiguration.TLS(caFile: "\(dir)/ca.pem", certFile: "\(dir)/cert.pem", keyFile: "\(dir)/key.pem"))
+
+            // Without moving off the socket, the override is refused rather than ignored.
+            #expect(throws: ConfigurationError.self) {
+                try BillingConfiguration.load(path: "\(dir)/config.json", environment: ["BILLING__database__tls__caFile": "\(dir)/ca.pem"])
+            }
+
+            try write("\(dir)/config.json", #"{"database": {"host": "db.internal", "tls": {"caFile": "\#(dir)/ca.pem"}}}"#)
+            #expect(try BillingConfiguration.load(path: "\(dir)/config.json", environment: [:]).database.tls != nil)
+            let off = try BillingConfiguration.load(path: "\(dir)/config.json", environment: ["BILLING__database__tls": "null"])
+            #expect(off.database.tls == nil)
+        }
+    }
+
     private func write(_ path: String, _ text: String) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         #expect(fd >= 0)

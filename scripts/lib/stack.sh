@@ -19,6 +19,7 @@ stack_defaults() {
     LOG_DIR=$BILLING_VAR_DIR/log
     DB_DIR=$BILLING_VAR_DIR/mariadb
     DB_SOCKET=$RUN_DIR/mariadb.sock
+    DB_TLS_DIR=$BILLING_VAR_DIR/secrets/db-tls
     RPC_SOCKET=$RUN_DIR/billing-rpc.sock
     mkdir -p "$RUN_DIR" "$RUN_DIR/metrics" "$LOG_DIR" "$BILLING_VAR_DIR/secrets" "$BILLING_VAR_DIR/nginx/tmp"
     chmod 700 "$BILLING_VAR_DIR/secrets"
@@ -165,6 +166,49 @@ PY
 
 db_client() { mariadb --no-defaults --protocol=socket -S "$DB_SOCKET" -uroot "$@"; }
 
+# db_tls_sign DIR NAME CN EXTENSIONS: DIR/NAME-key.pem and DIR/NAME-cert.pem, signed by DIR/ca.pem.
+db_tls_sign() {
+    local dir=$1 name=$2 cn=$3 extensions=$4
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=$cn" \
+            -keyout "$dir/$name-key.pem" -out "$dir/$name.csr" \
+        && openssl x509 -req -in "$dir/$name.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca-key.pem" \
+            -set_serial "0x$(openssl rand -hex 8)" -days 3650 -extfile <(printf '%b' "$extensions") \
+            -out "$dir/$name-cert.pem" \
+        && rm -f "$dir/$name.csr"
+}
+
+# TLS for the private MariaDB's TCP port (docs/operations.md "Database over TLS"), made once
+# under $BILLING_VAR_DIR/secrets/db-tls: a CA (ca.pem), the server's certificate signed by it
+# for DNS:localhost only (so a client that verifies refuses it at 127.0.0.1: the integration
+# tests check both), a client certificate of the same CA, and an unrelated CA that signed
+# nothing here. EC P-256 keys, ten years. Test and development material, never production.
+db_tls_files() {
+    local dir=$DB_TLS_DIR f
+    local all=(ca.pem ca-key.pem server-cert.pem server-key.pem client-cert.pem client-key.pem unrelated-ca.pem)
+    local missing=0
+    for f in "${all[@]}"; do [[ -s $dir/$f ]] || missing=1; done
+    [[ $missing -eq 0 ]] && return 0
+    say "creating the test database's TLS certificates in $dir"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    chmod 700 "$dir"
+    local ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    {
+        openssl req -x509 "${ec[@]}" -days 3650 -subj "/CN=FCGIBilling test database CA" \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+            -keyout "$dir/ca-key.pem" -out "$dir/ca.pem" \
+        && db_tls_sign "$dir" server "FCGIBilling test database" \
+            'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost\n' \
+        && db_tls_sign "$dir" client "billing test client" \
+            'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n' \
+        && openssl req -x509 "${ec[@]}" -days 3650 -subj "/CN=FCGIBilling unrelated CA" \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+            -keyout "$dir/unrelated-ca-key.pem" -out "$dir/unrelated-ca.pem"
+    } >"$LOG_DIR/db-tls.log" 2>&1 || { cat "$LOG_DIR/db-tls.log" >&2; die "could not create the database TLS certificates"; }
+    rm -f "$dir/unrelated-ca-key.pem"
+    chmod 600 "$dir"/*-key.pem
+}
+
 db_start() {
     if pid_alive "$RUN_DIR/mariadb.pid" mariadbd; then return 0; fi
     if [[ ! -d $DB_DIR/data/mysql ]]; then
@@ -174,9 +218,13 @@ db_start() {
             --auth-root-authentication-method=normal --skip-test-db >"$LOG_DIR/mariadb-install.log" 2>&1 \
             || { tail -n 20 "$LOG_DIR/mariadb-install.log" >&2; die "mariadb-install-db failed"; }
     fi
-    say "starting MariaDB (socket $DB_SOCKET, port $BILLING_DB_PORT)"
+    db_tls_files
+    local tls=$DB_TLS_DIR
+    say "starting MariaDB (socket $DB_SOCKET, port $BILLING_DB_PORT, TLS on TCP)"
     # --no-defaults: nothing from /etc/mysql; so charset must be said explicitly (else latin1).
+    # TLS is offered, not required: the stack's own clients use the socket.
     mariadbd --no-defaults --user="$(id -un)" --datadir="$DB_DIR/data" \
+        --ssl-ca="$tls/ca.pem" --ssl-cert="$tls/server-cert.pem" --ssl-key="$tls/server-key.pem" \
         --socket="$DB_SOCKET" --port="$BILLING_DB_PORT" --bind-address=127.0.0.1 \
         --pid-file="$RUN_DIR/mariadb.pid" --log-error="$LOG_DIR/mariadb.log" \
         --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \

@@ -49,6 +49,7 @@ extension BillingConfiguration {
             r.int("readTimeoutSeconds", into: &database.readTimeoutSeconds, range: 1...3600)
             r.int("writeTimeoutSeconds", into: &database.writeTimeoutSeconds, range: 1...3600)
             r.int("lockWaitTimeoutSeconds", into: &database.lockWaitTimeoutSeconds, range: 1...3600)
+            r.optionalSection("tls") { t in database.tls = t.databaseTLS() }
         }
         reader.section("server") { r in
             r.int("threadsPerWorker", into: &server.threadsPerWorker, range: 1...256)
@@ -151,6 +152,10 @@ extension BillingConfiguration {
         }
         reader.rejectUnknownKeys()
         if database.socket == nil && database.host.isEmpty { reader.problem("database", "set socket or host") }
+        if database.tls != nil && database.socket != nil {
+            // The socket would win and nothing would be encrypted: say so instead.
+            reader.problem("database.tls", "TLS is for TCP: remove database.socket (set it to null) and set database.host, or remove database.tls")
+        }
         if !reader.problems.isEmpty { throw ConfigurationError(problems: reader.problems) }
     }
 }
@@ -209,6 +214,53 @@ struct ConfigReader {
         if value.objectValue != nil { body(&child) }
         child.rejectUnknownKeys()
         problems += child.problems
+    }
+
+    /// Like `section`, for a setting that is off when absent or `null`.
+    mutating func optionalSection(_ name: String, _ body: (inout ConfigReader) -> Void) {
+        if let value = object[name], value.isNull {
+            consumed.insert(name)
+            return
+        }
+        section(name, body)
+    }
+
+    /// `database.tls`: `caFile` required, `certFile` and `keyFile` together or not at all,
+    /// each a readable PEM file of the right kind (checked now, so a typo stops the daemon at
+    /// start-up instead of failing every connection later). nil when a key is missing.
+    mutating func databaseTLS() -> DatabaseConfiguration.TLS? {
+        var ca: String?
+        var cert: String?
+        var key: String?
+        optionalString("caFile", into: &ca)
+        optionalString("certFile", into: &cert)
+        optionalString("keyFile", into: &key)
+        if ca == nil && (object["caFile"]?.isNull ?? true) {
+            problem("caFile", "required with database.tls: the PEM file of the CA that signed the server's certificate")
+        }
+        if (cert == nil) != (key == nil) {
+            problem(cert == nil ? "certFile" : "keyFile", "set certFile and keyFile together (the client certificate and its key), or neither")
+        }
+        if let ca { pemFile("caFile", ca, holding: "CERTIFICATE") }
+        if let cert { pemFile("certFile", cert, holding: "CERTIFICATE") }
+        if let key { pemFile("keyFile", key, holding: "PRIVATE KEY") }
+        guard let ca, (cert == nil) == (key == nil) else { return nil }
+        return DatabaseConfiguration.TLS(caFile: ca, certFile: cert, keyFile: key)
+    }
+
+    /// A problem unless `path` is a readable PEM file with a `-----BEGIN … <label>-----` block
+    /// (`PRIVATE KEY` matches `EC PRIVATE KEY` and `RSA PRIVATE KEY` too; an encrypted key is
+    /// refused: nothing here could give its passphrase).
+    private mutating func pemFile(_ name: String, _ path: String, holding label: String) {
+        guard !path.isEmpty else { problem(name, "expected a file path"); return }
+        let text: String
+        do { text = try FileIO.readString(path) } catch { problem(name, "\(error)"); return }
+        let begins = text.split(whereSeparator: \.isNewline).filter { $0.hasPrefix("-----BEGIN ") && $0.hasSuffix("-----") }
+        if begins.contains(where: { $0.contains("ENCRYPTED") }) || text.contains("Proc-Type: 4,ENCRYPTED") {
+            problem(name, "\(path): an encrypted private key is not supported; give the key without a passphrase (mode 0600)")
+        } else if !begins.contains(where: { $0.hasSuffix(" \(label)-----") }) {
+            problem(name, "\(path): not a PEM file with a \(label)")
+        }
     }
 
     mutating func string(_ name: String, into target: inout String) {

@@ -132,7 +132,7 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
     }
 
     var description: String {
-        let db = database.socket.map { "socket \($0)" } ?? "\(database.host):\(database.port)"
+        let db = database.socket.map { "socket \($0)" } ?? "\(database.host):\(database.port)\(database.tls == nil ? "" : " (TLS)")"
         let secret = (revenuecat.webhookSecret?.isEmpty ?? true) ? "unset" : "set"
         return "BillingConfiguration(database: \(database.user)@\(db)/\(database.name), "
             + "threads: \(server.threadsPerWorker), admin: \(admin.socket), revenuecat secret: \(secret), "

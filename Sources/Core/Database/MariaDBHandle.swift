@@ -45,20 +45,59 @@ final class MariaDBHandle {
         mysql_options(mysql, MYSQL_OPT_RECONNECT, &noReconnect)
         mysql_options(mysql, MYSQL_SET_CHARSET_NAME, "utf8mb4")
         mysql_options(mysql, MYSQL_INIT_COMMAND, initCommand)
+        if let tls = config.tls {
+            do { try requireTLS(mysql, tls) } catch {
+                mysql_close(mysql)
+                throw error
+            }
+        }
 
         let host = config.socket == nil ? config.host : "localhost"
         let database: String? = config.name.isEmpty ? nil : config.name
+        let operation = config.tls == nil ? "connect" : "connect over TLS"
         let connected = mysql_real_connect(mysql, host, config.user, config.password, database,
                                            UInt32(clamping: config.port), config.socket, 0)
         guard connected != nil else {
-            let error = DatabaseError.fromConnection(mysql, operation: "connect")
+            let error = DatabaseError.fromConnection(mysql, operation: operation)
             mysql_close(mysql)
-            // Whatever the cause (server down, access denied, unknown database), no
-            // connection means the caller should answer "unavailable" and retry later.
+            // Whatever the cause (server down, access denied, unknown database, a server
+            // certificate that does not verify), no connection means the caller should
+            // answer "unavailable" and retry later.
             throw DatabaseError(kind: .unavailable, errno: error.errno, sqlState: error.sqlState,
-                                detail: "connect", serverMessage: error.serverMessage)
+                                detail: operation, serverMessage: error.serverMessage)
+        }
+        // Belt and braces: the options above make Connector/C fail rather than fall back,
+        // and a session that is not encrypted is refused here all the same.
+        if config.tls != nil && mysql_get_ssl_cipher(mysql) == nil {
+            mysql_close(mysql)
+            throw DatabaseError(kind: .unavailable, errno: UInt32(CR_SSL_CONNECTION_ERROR), detail: operation,
+                                serverMessage: "the session is not encrypted although database.tls is set")
         }
         return MariaDBHandle(mysql: mysql)
+    }
+
+    /// Encryption that verifies the server or no connection: the CA to check the server's
+    /// chain against, the client certificate if any, the server's name checked against
+    /// `host` (MYSQL_OPT_SSL_VERIFY_SERVER_CERT; with it, a server that offers no TLS is an
+    /// error, CR_SSL_CONNECTION_ERROR, instead of a plaintext session), TLS 1.2 or later.
+    /// An option the library refuses is an error too, never a weaker connection.
+    private static func requireTLS(_ mysql: UnsafeMutablePointer<MYSQL>, _ tls: DatabaseConfiguration.TLS) throws(DatabaseError) {
+        var yes: my_bool = 1
+        var refused: [String] = []
+        func set(_ option: mysql_option, _ name: String, _ value: UnsafeRawPointer?) {
+            if mysql_options(mysql, option, value) != 0 { refused.append(name) }
+        }
+        set(MYSQL_OPT_SSL_CA, "MYSQL_OPT_SSL_CA", tls.caFile)
+        if let cert = tls.certFile, let key = tls.keyFile {
+            set(MYSQL_OPT_SSL_CERT, "MYSQL_OPT_SSL_CERT", cert)
+            set(MYSQL_OPT_SSL_KEY, "MYSQL_OPT_SSL_KEY", key)
+        }
+        set(MYSQL_OPT_SSL_ENFORCE, "MYSQL_OPT_SSL_ENFORCE", &yes)
+        set(MYSQL_OPT_SSL_VERIFY_SERVER_CERT, "MYSQL_OPT_SSL_VERIFY_SERVER_CERT", &yes)
+        set(MARIADB_OPT_TLS_VERSION, "MARIADB_OPT_TLS_VERSION", "TLSv1.2,TLSv1.3")
+        guard refused.isEmpty else {
+            throw DatabaseError(kind: .unavailable, detail: "TLS options refused by Connector/C: \(refused.joined(separator: ", "))")
+        }
     }
 
     func withMySQL<R, E: Error>(_ body: (UnsafeMutablePointer<MYSQL>) throws(E) -> R) throws(E) -> R {
