@@ -1,6 +1,9 @@
--- wrk script: RevenueCat RENEWAL webhooks, every request a distinct event id
--- (run id, wrk thread, per-connection-thread counter), rotating over the seeded users.
--- Arguments (after --): SECRET_FILE USERS_FILE RUN_ID BASE_MS.
+-- wrk script: RevenueCat RENEWAL webhooks, every request a distinct event id (run id, wrk
+-- thread, per-thread counter).
+-- Arguments (after --): SECRET_FILE USERS_FILE RUN_ID BASE_MS MODE
+--   distinct  every request another user of USERS_FILE (concurrent requests never share one)
+--   ordered   the first 100 users of USERS_FILE, each receiving renewals in order of time
+--             from every connection (contention on the same users' rows)
 local threads = 0
 
 function setup(thread)
@@ -14,19 +17,31 @@ function init(args)
     f:close()
     users = {}
     for line in io.lines(args[2]) do users[#users + 1] = line end
-    run, base, n = args[3], tonumber(args[4]), 0
+    run, base, mode, n = args[3], tonumber(args[4]), args[5] or "distinct", 0
+    if mode == "ordered" then
+        while #users > 100 do table.remove(users) end
+    end
     headers = { ["Authorization"] = secret, ["Content-Type"] = "application/json" }
 end
 
 function request()
     n = n + 1
-    local user = users[((tid or 0) * 101 + n) % #users + 1]
-    local at = base + n * 1000 + (tid or 0)
+    local t = tid or 0
+    local user, at
+    if mode == "ordered" then
+        user = users[(n + t) % #users + 1]
+        -- Each user's renewals move forward in time as the run goes (a second per round).
+        at = base + n * 1000 + t
+    else
+        -- Thread t walks its own stride of the users: no two connections share a user.
+        user = users[((n * threads) + t) % #users + 1]
+        at = base + n * 1000 + t
+    end
     local body = string.format('{"api_version":"1.0","event":{"id":"bench-%s-%d-%d","type":"RENEWAL",'
         .. '"app_user_id":"%s","aliases":["%s"],"product_id":"app.plus.monthly","entitlement_ids":["plus"],'
         .. '"period_type":"NORMAL","purchased_at_ms":%.0f,"event_timestamp_ms":%.0f,"expiration_at_ms":%.0f,'
         .. '"environment":"PRODUCTION","store":"APP_STORE","original_transaction_id":"bench-sub-%s",'
         .. '"price_in_purchased_currency":4.99,"currency":"EUR"}}',
-        run, tid or 0, n, user, user, at, at, at + 30 * 86400000, user)
+        run, t, n, user, user, at, at, at + 30 * 86400000, user)
     return wrk.format("POST", nil, headers, body)
 end
