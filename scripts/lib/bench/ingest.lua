@@ -33,8 +33,9 @@ function request()
         -- Each user's renewals move forward in time as the run goes (a second per round).
         at = base + n * 1000 + t
     else
-        -- Thread t walks its own stride of the users: no two connections share a user.
-        user = users[((n * threads) + t) % #users + 1]
+        -- Thread t (< 64) walks its own residue class of the users: no two requests in
+        -- flight share a user.
+        user = users[((n * 64) + t) % #users + 1]
         at = base + n * 1000 + t
     end
     local body = string.format('{"api_version":"1.0","event":{"id":"bench-%s-%d-%d","type":"RENEWAL",'
