@@ -82,10 +82,12 @@ class PaywallEvents(unittest.TestCase):
         reply = rpc("stats.subscriptions", {"from": start, "to": end, "environment": "production"})
         self.assertIn("result", reply, reply)
         rows = [p for p in reply["result"]["funnel"]["placements"] if p["placement"] == placement]
-        self.assertEqual(rows, [{"placement": placement, "views": 2, "attempts": 2, "purchases": 1, "conversionPct": 50.0}])
+        self.assertEqual(rows, [{"placement": placement, "views": 2, "dismissals": 0, "attempts": 2, "purchases": 1,
+                                 "conversionPct": 50.0}])
         sandbox = rpc("stats.subscriptions", {"from": start, "to": end, "environment": "sandbox"})["result"]
         rows = [p for p in sandbox["funnel"]["placements"] if p["placement"] == placement]
-        self.assertEqual(rows, [{"placement": placement, "views": 1, "attempts": 0, "purchases": 0, "conversionPct": 0.0}])
+        self.assertEqual(rows, [{"placement": placement, "views": 1, "dismissals": 0, "attempts": 0, "purchases": 0,
+                                 "conversionPct": 0.0}])
 
 
 class StatsMethod(unittest.TestCase):

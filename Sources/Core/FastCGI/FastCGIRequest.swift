@@ -39,21 +39,22 @@ final class FastCGIRequest {
 
     /// All params copied into Swift strings at once: libfcgi reuses their buffers on the
     /// next accept.
-    func params() -> [String: String] {
-        var result: [String: String] = [:]
-        guard var entry = raw.pointee.envp else { return result }
+    func params() -> FastCGIParams {
+        var result: [(name: String, value: String)] = []
+        result.reserveCapacity(32)
+        guard var entry = raw.pointee.envp else { return FastCGIParams(result) }
         while let cString = entry.pointee {
             // NAME=VALUE, split on the first '=' without an intermediate String.
             let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(cString).assumingMemoryBound(to: UInt8.self), count: strlen(cString))
             if let equals = bytes.firstIndex(of: 0x3D) {
-                result[String(decoding: UnsafeBufferPointer(rebasing: bytes[..<equals]), as: UTF8.self)] =
-                    String(decoding: UnsafeBufferPointer(rebasing: bytes[(equals + 1)...]), as: UTF8.self)
+                result.append((name: String(decoding: UnsafeBufferPointer(rebasing: bytes[..<equals]), as: UTF8.self),
+                               value: String(decoding: UnsafeBufferPointer(rebasing: bytes[(equals + 1)...]), as: UTF8.self)))
             } else {
-                result[String(decoding: bytes, as: UTF8.self)] = ""
+                result.append((name: String(decoding: bytes, as: UTF8.self), value: ""))
             }
             entry += 1
         }
-        return result
+        return FastCGIParams(result)
     }
 
     /// Reads up to `limit` bytes of FCGI_STDIN; fewer means end of input was reached.

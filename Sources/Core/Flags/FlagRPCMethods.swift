@@ -21,7 +21,8 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
             for name in names {
                 guard let value = try request.params.optionalValue(name.rawValue) else { continue }
                 guard let stored = name.stored(value) else {
-                    throw RPCError.invalidParams("\(name.rawValue) must be \(name == .purchasesEnabled ? "a boolean" : "one of " + name.values.joined(separator: ", "))")
+                    throw RPCError.invalidParams("\"\(name.rawValue)\" must be \(name == .purchasesEnabled ? "a boolean" : "one of " + name.values.joined(separator: ", "))",
+                                                 field: name.rawValue)
                 }
                 updates.append((name, stored))
             }

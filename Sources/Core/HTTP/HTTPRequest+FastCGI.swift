@@ -8,6 +8,12 @@ extension HTTPRequest {
     /// - Headers from `HTTP_*` params (`HTTP_X_REQUEST_ID` → `x-request-id`) plus
     ///   `CONTENT_TYPE` and `CONTENT_LENGTH` when non-empty.
     init(fastCGIParams params: [String: String], body: [UInt8], id: String) {
+        self.init(fastCGIParams: FastCGIParams(params), body: body, id: id)
+    }
+
+    /// The same from the params in the order the web server sent them: headers keep that
+    /// order (nginx: the request's).
+    init(fastCGIParams params: FastCGIParams, body: [UInt8], id: String) {
         let requestURI = params["REQUEST_URI"] ?? ""
         let uriPath: Substring
         let uriQuery: Substring
@@ -30,7 +36,7 @@ extension HTTPRequest {
         let query = params["QUERY_STRING"].flatMap { $0.isEmpty ? nil : $0 } ?? String(uriQuery)
 
         var headers = HTTPHeaders()
-        for (name, value) in params.sorted(by: { $0.key < $1.key }) {
+        for (name, value) in params {
             if name.hasPrefix("HTTP_"), name.count > 5 {
                 headers.add(name: HTTPRequest.headerName(fromParam: name.dropFirst(5)), value: value)
             } else if name == "CONTENT_TYPE" || name == "CONTENT_LENGTH", !value.isEmpty {

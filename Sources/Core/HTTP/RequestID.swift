@@ -3,7 +3,7 @@
 enum RequestID {
     /// The id nginx forwarded, if it is a safe token (1–128 of `[A-Za-z0-9._-]`), so a
     /// client cannot inject header or log syntax through it.
-    static func forwarded(in params: [String: String]) -> String? {
+    static func forwarded(in params: FastCGIParams) -> String? {
         for key in ["REQUEST_ID", "HTTP_X_REQUEST_ID"] {
             if let value = params[key], isAcceptable(value) { return value }
         }
@@ -26,7 +26,7 @@ enum RequestID {
         return "m" + String(monotonicMilliseconds(), radix: 16)
     }
 
-    static func forParams(_ params: [String: String]) -> String {
+    static func forParams(_ params: FastCGIParams) -> String {
         forwarded(in: params) ?? generate()
     }
 }

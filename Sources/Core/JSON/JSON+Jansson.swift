@@ -80,11 +80,18 @@ extension JSON {
         let root = makeJansson()
         defer { cjansson_decref(root) }
         let flags = JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17)
-        let size = json_dumpb(root, nil, 0, Int(flags))
-        var bytes = [UInt8](repeating: 0, count: size)
-        let written = bytes.withUnsafeMutableBytes { json_dumpb(root, $0.baseAddress, size, Int(flags)) }
-        precondition(written == size, "jansson changed its serialization between two calls")
-        return bytes
+        // One pass into a buffer that fits most documents (a log line, a snapshot); only a
+        // larger one is dumped again at its exact size. (Sizing with json_dumpb first
+        // serialized everything twice; a dump callback appended piece by piece.)
+        var needed = 0
+        let first = [UInt8](unsafeUninitializedCapacity: 1024) { buffer, count in
+            needed = json_dumpb(root, UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self), 1024, Int(flags))
+            count = needed <= 1024 ? needed : 0
+        }
+        guard needed > 1024 else { return first }
+        return [UInt8](unsafeUninitializedCapacity: needed) { buffer, count in
+            count = json_dumpb(root, UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self), needed, Int(flags))
+        }
     }
 
     /// `serialized()` as a String.
