@@ -51,6 +51,15 @@ extension HTTPRequest {
     /// `X_REQUEST_ID` → `x-request-id`. CGI folded `-` into `_`, so the original spelling
     /// is lost; lookups are case-insensitive anyway.
     static func headerName(fromParam param: Substring) -> String {
-        String(param.lowercased().map { $0 == "_" ? "-" : $0 })
+        // Byte by byte: CGI names are ASCII (String.lowercased and a Character map cost a
+        // visible share of every request).
+        String(unsafeUninitializedCapacity: param.utf8.count) { buffer in
+            var count = 0
+            for byte in param.utf8 {
+                buffer[count] = byte == 0x5F ? 0x2D : (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
+                count += 1
+            }
+            return count
+        }
     }
 }

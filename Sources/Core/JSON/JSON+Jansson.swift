@@ -84,11 +84,11 @@ extension JSON {
         // larger one is dumped again at its exact size. (Sizing with json_dumpb first
         // serialized everything twice; a dump callback appended piece by piece.)
         var needed = 0
-        let first = [UInt8](unsafeUninitializedCapacity: 1024) { buffer, count in
-            needed = json_dumpb(root, UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self), 1024, Int(flags))
-            count = needed <= 1024 ? needed : 0
+        let first = [UInt8](unsafeUninitializedCapacity: 4096) { buffer, count in
+            needed = json_dumpb(root, UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self), 4096, Int(flags))
+            count = needed <= 4096 ? needed : 0
         }
-        guard needed > 1024 else { return first }
+        guard needed > 4096 else { return first }
         return [UInt8](unsafeUninitializedCapacity: needed) { buffer, count in
             count = json_dumpb(root, UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self), needed, Int(flags))
         }
