@@ -1,9 +1,10 @@
 -- wrk script: RevenueCat RENEWAL webhooks, every request a distinct event id (run id, wrk
 -- thread, per-thread counter).
--- Arguments (after --): SECRET_FILE USERS_FILE RUN_ID BASE_MS MODE
+-- Arguments (after --): SECRET_FILE USERS_FILE RUN_ID BASE_MS MODE [WRK_THREADS]
 --   distinct  every request another user of USERS_FILE (concurrent requests never share one)
---   ordered   the first 100 users of USERS_FILE, each receiving renewals in order of time
---             from every connection (contention on the same users' rows)
+--   ordered   the first 100 users of USERS_FILE, each receiving renewals in order of time:
+--             wrk thread t sends to its share of them (users t, t+T, ...), one after the
+--             other over all its connections, each renewal later than that user's previous
 local threads = 0
 
 function setup(thread)
@@ -19,7 +20,12 @@ function init(args)
     for line in io.lines(args[2]) do users[#users + 1] = line end
     run, base, mode, n = args[3], tonumber(args[4]), args[5] or "distinct", 0
     if mode == "ordered" then
-        while #users > 100 do table.remove(users) end
+        local count = tonumber(args[6] or "1")
+        local mine = {}
+        for i = 1, math.min(#users, 100) do
+            if (i - 1) % count == ((tid or 1) - 1) % count then mine[#mine + 1] = users[i] end
+        end
+        users = mine
     end
     headers = { ["Authorization"] = secret, ["Content-Type"] = "application/json" }
 end
@@ -29,9 +35,9 @@ function request()
     local t = tid or 0
     local user, at
     if mode == "ordered" then
-        user = users[(n + t) % #users + 1]
-        -- Each user's renewals move forward in time as the run goes (a second per round).
-        at = base + n * 1000 + t
+        -- This thread's users in turn; each one's renewals a second apart, in order.
+        user = users[n % #users + 1]
+        at = base + n * 1000
     else
         -- Thread t (< 64) walks its own residue class of the users: no two requests in
         -- flight share a user.
