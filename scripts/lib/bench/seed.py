@@ -86,11 +86,14 @@ with ThreadPoolExecutor(16) as pool:
                   range(0, len(users), 2)))
     list(pool.map(lambda tk: usage(*tk), [(t, k) for t in tokens for k in range(3)]))
 
-fresh = [str(uuid.uuid4()) for _ in range(int(distinct))]
+# The distinct users, then 100 more for the ordered row (fresh: no earlier run's renewals).
+fresh = [str(uuid.uuid4()) for _ in range(int(distinct) + 100)]
 stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 for i in range(0, len(fresh), 5000):
     rpc("users.import", {"users": [{"id": u, "createdAt": stamp} for u in fresh[i:i + 5000]], "actor": "bench"})
 with open(distinct_file, "w") as f:
-    f.write("\n".join(fresh) + "\n")
+    f.write("\n".join(fresh[:-100]) + "\n")
+with open(distinct_file + "-ordered", "w") as f:
+    f.write("\n".join(fresh[-100:]) + "\n")
 print(f"seeded {len(users)} users with {len(bodies)} events ({min(per_user.values())}-{max(per_user.values())} each), "
-      f"{(len(users) + 1) // 2} grants, {3 * len(tokens)} usage rows; imported {len(fresh)} more users")
+      f"{(len(users) + 1) // 2} grants, {3 * len(tokens)} usage rows; imported {len(fresh)} more users (100 of them for the ordered row)")
