@@ -35,6 +35,33 @@ private struct BodyFailure: Error {}
         }
     }
 
+    /// The isolation is set on the session only when it changes, and every transaction runs
+    /// at the level it asked for, whatever ran before it on the connection, a snapshot read
+    /// always at repeatable read, and after a reconnect too.
+    @Test func everyTransactionRunsAtItsIsolationWhateverRanBefore() throws {
+        try withTestConnection { db in
+            func level(_ tx: DatabaseConnection) throws -> String {
+                try tx.queryOne("SELECT @@tx_isolation AS level")!.string("level")
+            }
+            let sequence: [IsolationLevel?] = [.readCommitted, .readCommitted, nil, .readCommitted, .repeatableRead, nil, .readCommitted]
+            for asked in sequence {
+                let seen = try db.transaction(retries: 0, isolation: asked) { tx in try level(tx) }
+                #expect(seen == (asked == .readCommitted ? "READ-COMMITTED" : "REPEATABLE-READ"), "\(String(describing: asked))")
+            }
+            #expect(try db.readOnlySnapshot { tx in try level(tx) } == "REPEATABLE-READ")
+            _ = try db.transaction(retries: 0, isolation: .readCommitted) { tx in try level(tx) }
+            #expect(try db.readOnlySnapshot { tx in try level(tx) } == "REPEATABLE-READ")
+            // A new session starts from the server's default: the level is set again.
+            _ = try db.transaction(retries: 0, isolation: .readCommitted) { tx in try level(tx) }
+            db.close()
+            #expect(try db.transaction(retries: 0, isolation: .readCommitted) { tx in try level(tx) } == "READ-COMMITTED")
+            db.close()
+            try db.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            db.close()
+            #expect(try db.transaction(retries: 0) { tx in try level(tx) } == "REPEATABLE-READ")
+        }
+    }
+
     @Test func nestedTransactionIsRefused() throws {
         try withTestConnection { db in
             let error = #expect(throws: DatabaseError.self) {

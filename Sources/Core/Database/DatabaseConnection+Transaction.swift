@@ -1,17 +1,21 @@
 import Glibc
 
-/// The isolation of one transaction (`SET TRANSACTION ISOLATION LEVEL`, which applies to
-/// the next transaction only). InnoDB's default is repeatable read: one consistent snapshot
-/// for all plain reads of the transaction. Read committed lets each statement see what
-/// committed before it, which a transaction that serializes on a row lock and then reads
-/// (the per-user fold) needs, so it sees the events of the transaction it waited for.
-enum IsolationLevel: Sendable {
+/// The isolation of a transaction. Repeatable read (InnoDB's default, and ours when none
+/// is asked for): one consistent snapshot for all plain reads of the transaction. Read
+/// committed lets each statement see what committed before it, which a transaction that
+/// serializes on a row lock and then reads (the per-user fold) needs, so it sees the events
+/// of the transaction it waited for.
+///
+/// Set per session (`SET SESSION TRANSACTION ISOLATION LEVEL`) and only when it changes:
+/// a worker thread runs long series of transactions of one kind, and a per-transaction
+/// `SET TRANSACTION` was one database round trip of every ingestion (docs/performance.md).
+enum IsolationLevel: Sendable, Equatable {
     case readCommitted, repeatableRead
 
-    var statement: SQLQuery {
+    var sessionStatement: SQLQuery {
         switch self {
-        case .readCommitted: return "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
-        case .repeatableRead: return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+        case .readCommitted: return "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
+        case .repeatableRead: return "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
         }
     }
 }
@@ -36,8 +40,7 @@ extension DatabaseConnection {
         while true {
             attempt += 1
             do {
-                if let isolation { try execute(isolation.statement) }
-                return try transactionOnce(body)
+                return try inTransaction(begin: "START TRANSACTION", isolation: isolation ?? .repeatableRead, body)
             } catch let error as DatabaseError where error.isDeadlockOrLockWait && attempt <= retries {
                 onRetry()
                 Self.backoff(attempt: attempt)
@@ -49,15 +52,16 @@ extension DatabaseConnection {
     /// its caller's transaction, or outside any).
     var isInTransaction: Bool { transactionGeneration != nil }
 
-    private func transactionOnce<T>(_ body: (DatabaseConnection) throws -> T) throws -> T {
-        try inTransaction(begin: "START TRANSACTION", body)
-    }
-
-    /// `begin`, then `body`, then COMMIT; ROLLBACK (quietly) on any error. The one place a
-    /// transaction is opened and closed (read-write or read-only snapshot).
-    func inTransaction<T>(begin: SQLQuery, _ body: (DatabaseConnection) throws -> T) throws -> T {
+    /// `begin` at `isolation`, then `body`, then COMMIT; ROLLBACK (quietly) on any error.
+    /// The one place a transaction is opened and closed (read-write or read-only snapshot).
+    func inTransaction<T>(begin: SQLQuery, isolation: IsolationLevel = .repeatableRead,
+                          _ body: (DatabaseConnection) throws -> T) throws -> T {
         guard transactionGeneration == nil else {
             throw DatabaseError.misuse("nested transaction")
+        }
+        if sessionIsolation.map({ !isSession($0.generation) || $0.level != isolation }) ?? true {
+            try execute(isolation.sessionStatement)
+            sessionIsolation = (currentGeneration, isolation)
         }
         try execute(begin)
         transactionGeneration = currentGeneration

@@ -15,6 +15,9 @@ final class DatabaseConnection {
     private var generation = 0
     /// The generation a running `transaction` began on; nil outside transactions.
     var transactionGeneration: Int?
+    /// The isolation level this session was last set to, and the session it was set on
+    /// (`inTransaction` sets it only when it changes: one round trip less per transaction).
+    var sessionIsolation: (generation: Int, level: IsolationLevel)?
 
     /// Does not connect; the first call does.
     /// Told each time a transaction is rolled back and run again (deadlock, lock wait): the
