@@ -80,19 +80,27 @@ enum AccessProjector {
         for userId in Set(userIds).sorted() { try lockAccessRow(userId: userId, now: now, on: db) }
     }
 
-    /// `lockAccessRow` that also reads the stored subscriptions in the locking statement
-    /// (one round trip less per event ingested).
+    /// `lockAccessRow` that also reads the stored subscriptions in the locking statement:
+    /// for a user whose access row exists (every user after his first event) one statement
+    /// locks and reads; the row is created first only when that finds none (at read
+    /// committed a locking read of a missing row takes no lock, so the two cannot deadlock).
     private static func lockAccessRowReadingStored(userId: String, now: Timestamp, on db: DatabaseConnection)
         throws(DatabaseError) -> (revision: UInt64, stored: [SubscriptionState], lastEventAt: Timestamp?, appliedEvents: Int) {
-        try db.execute("""
-            INSERT INTO billing_access (user_id, revision, updated_at) VALUES (\(userId), 0, \(now))
-            ON DUPLICATE KEY UPDATE user_id = user_id
-            """)
-        let rows = try db.query("""
-            SELECT a.revision, a.last_event_at, a.applied_events, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
-            LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
-            WHERE a.user_id = \(userId) ORDER BY s.subscription_id FOR UPDATE
-            """)
+        func lockAndRead() throws(DatabaseError) -> [SQLRow] {
+            try db.query("""
+                SELECT a.revision, a.last_event_at, a.applied_events, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
+                LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
+                WHERE a.user_id = \(userId) ORDER BY s.subscription_id FOR UPDATE
+                """)
+        }
+        var rows = try lockAndRead()
+        if rows.isEmpty {
+            try db.execute("""
+                INSERT INTO billing_access (user_id, revision, updated_at) VALUES (\(userId), 0, \(now))
+                ON DUPLICATE KEY UPDATE user_id = user_id
+                """)
+            rows = try lockAndRead()
+        }
         guard let first = rows.first else { throw DatabaseError.misuse("billing_access row vanished under its lock") }
         var stored: [SubscriptionState] = []
         for row in rows where !row["subscription_id"].isNull { stored.append(try SubscriptionState(row: row)) }
