@@ -30,6 +30,7 @@ enum FuzzTargets {
         FuzzTarget(name: "revenuecat", body: revenueCat),
         FuzzTarget(name: "json", body: json),
         FuzzTarget(name: "appstore", body: appStore),
+        FuzzTarget(name: "timestamp", body: timestamp),
     ]
 
     static let selected: FuzzTarget = {
@@ -39,6 +40,23 @@ enum FuzzTargets {
         }
         return target
     }()
+
+    // MARK: Dates
+
+    /// `Timestamp(iso8601:)` on arbitrary text: nil, or a real instant that prints and
+    /// parses back to itself (a date the calendar rolled over, 02-31 → 03-03, would not).
+    static func timestamp(_ bytes: [UInt8]) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard let parsed = Timestamp(iso8601: text) else { return }
+        let printed = parsed.iso8601
+        fuzzCheck(Timestamp(iso8601: printed) == parsed, "\(printed) does not parse back to itself")
+        let civil = parsed.civil
+        fuzzCheck((1...12).contains(civil.month) && (1...31).contains(civil.day), "impossible civil date \(printed)")
+        // A date-only or UTC input names its own calendar fields: they must survive.
+        if bytes.count >= 10, text.utf8.count == 10 || text.hasSuffix("Z") {
+            fuzzCheck(printed.hasPrefix(String(text.prefix(10))), "\(text) became \(printed)")
+        }
+    }
 
     // MARK: JWS / ID tokens
 

@@ -91,6 +91,35 @@ import Testing
         #expect(Timestamp(iso8601: "garbage") == nil)
     }
 
+    /// What is not a real instant is refused (the C library's calendar decides), what is
+    /// real is accepted, on every day of every month of a leap and a common year.
+    @Test func onlyRealInstantsParse() {
+        for text in ["2026-02-31", "2026-02-29", "2025-02-29T00:00:00Z", "2026-04-31T12:00:00Z", "2026-06-31",
+                     "2026-09-31", "2026-11-31", "2026-00-10", "2026-13-01", "2026-01-00", "2026-01-32",
+                     "2026-01-01T24:00:00Z", "2026-01-01T23:60:00Z", "2026-01-01T23:59:60Z", "2026-01-01T12:00:00+24:00",
+                     "2026-01-01T12:00:00+05:60", "2026-01-01T12:00:00.Z", "2026-01-01T12:00:00.1234567891Z",
+                     "2026-1-01", "2026-01-01T12:00Z", "2026-01-01T12:00:00ZZ", "", "2026-02-3", "+2026-01-01"] {
+            #expect(Timestamp(iso8601: text) == nil, "\(text)")
+        }
+        let lengths = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        for year in [2024, 2026] {
+            for month in 1...12 {
+                let days = lengths[month - 1] + (month == 2 && year == 2024 ? 1 : 0)
+                for day in 1...31 {
+                    func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+                    let text = "\(year)-\(two(month))-\(two(day))T12:34:56.789Z"
+                    let parsed = Timestamp(iso8601: text)
+                    #expect((parsed != nil) == (day <= days), "\(text)")
+                    #expect(parsed.map(\.iso8601) == (day <= days ? text : nil))
+                }
+            }
+        }
+        #expect(Timestamp(iso8601: "2024-02-29T23:59:59.5Z")?.iso8601 == "2024-02-29T23:59:59.500Z")
+        #expect(Timestamp(iso8601: "2000-02-29")?.iso8601 == "2000-02-29T00:00:00.000Z")
+        #expect(Timestamp(iso8601: "1900-02-29") == nil)
+        #expect(Timestamp(iso8601: "2026-03-29T01:30:00-23:59")?.iso8601 == "2026-03-30T01:29:00.000Z")
+    }
+
     @Test func isoFormattingCoversEveryFieldAndYearsOutsideFourDigits() {
         #expect(Timestamp(CivilDateTime(year: 2026, month: 11, day: 29, hour: 7, minute: 5, second: 9, millisecond: 42)).iso8601
                 == "2026-11-29T07:05:09.042Z")

@@ -109,6 +109,16 @@ class InvalidParams(unittest.TestCase):
         ("events.retryQuarantined", {"actor": ACTOR, "ids": [0]}, "ids[0]"),
         ("flags.get", {"x": 1}, "x"),
         ("flags.set", {"enforcement": "strict", "actor": ACTOR}, "enforcement"),
+        ("flags.set", {"purchases.enabled": "no", "actor": ACTOR}, "purchases.enabled"),
+        # Dates that do not exist are refused, not rolled over into the next month.
+        ("grants.create", {"userId": "11111111-1111-4111-8111-111111111111", "tier": "plus", "reason": "r",
+                           "idempotencyKey": "k-feb31", "actor": ACTOR, "expiresAt": "2026-02-31T00:00:00Z"}, "expiresAt"),
+        ("grants.create", {"userId": "11111111-1111-4111-8111-111111111111", "tier": "plus", "reason": "r",
+                           "idempotencyKey": "k-2460", "actor": ACTOR, "startsAt": "2026-01-01T24:00:00Z"}, "startsAt"),
+        ("grandfather.applyCohort", {"campaign": "c", "tier": "pro", "reason": "r", "actor": ACTOR,
+                                     "createdBefore": "2025-02-29T00:00:00Z"}, "createdBefore"),
+        ("stats.subscriptions", {"from": "2026-04-31", "to": "2026-05-02", "environment": "production"}, "from"),
+        ("offerings.publish", {"contract": {}, "actor": ACTOR, "effectiveAt": "2026-06-31T00:00:00Z"}, "effectiveAt"),
     ]
 
     def test_every_method_names_the_bad_field(self):

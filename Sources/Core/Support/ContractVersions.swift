@@ -102,6 +102,7 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
                  params: "{contract: object, actor: string, effectiveAt?: ISO-8601 (default now, never in the past)}") { request, context in
             try request.params.expectOnly("contract", "actor", "effectiveAt")
             let actor = try request.params.requireString("actor", maxLength: 128)
+            let requestedEffectiveAt = try request.params.optionalTimestamp("effectiveAt")
             let contractJSON = JSON.object(try request.params.requireObject("contract"))
             let contract: Contract
             do {
@@ -112,7 +113,7 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
                                data: ["field": "contract", "problems": .array(problems.map(JSON.string))])
             }
             let now = context.clock.now()
-            let effectiveAt = try request.params.optionalTimestamp("effectiveAt") ?? now
+            let effectiveAt = requestedEffectiveAt ?? now
             guard effectiveAt >= now.adding(seconds: -1) else {
                 throw RPCError.invalidParams("effectiveAt must not be in the past: what is in force stays as it was")
             }

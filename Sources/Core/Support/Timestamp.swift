@@ -1,3 +1,5 @@
+import Glibc
+
 /// A point in time as milliseconds since the Unix epoch, UTC. The database stores
 /// DATETIME(3) UTC, providers send milliseconds, and the API prints ISO-8601 with
 /// milliseconds: one integer type keeps all three exact.
@@ -94,7 +96,12 @@ extension Timestamp {
         return "\(pad(c.year, 4))-\(pad(c.month, 2))-\(pad(c.day, 2))T\(pad(c.hour, 2)):\(pad(c.minute, 2)):\(pad(c.second, 2)).\(pad(c.millisecond, 3))Z"
     }
 
-    /// Parses `YYYY-MM-DDTHH:MM:SS[.fff][Z|+HH:MM|-HH:MM]` and `YYYY-MM-DD` (midnight UTC).
+    /// Parses `YYYY-MM-DDTHH:MM:SS[.fff][Z|+HH:MM|-HH:MM]` and `YYYY-MM-DD` (midnight UTC),
+    /// refusing what is not a real instant: a day the month does not have (2026-02-31,
+    /// 2025-02-29), hours past 23, minutes or seconds past 59 (no leap seconds), an offset
+    /// past ±23:59. The calendar is the C library's: the fields go through `timegm` and
+    /// come back through `gmtime_r`, and any field the round trip changes was not a real
+    /// date (nothing here adds days to months by hand).
     init?(iso8601 text: String) {
         let b = Array(text.utf8)
         func digits(_ start: Int, _ count: Int) -> Int? {
@@ -107,35 +114,56 @@ extension Timestamp {
             return v
         }
         guard b.count >= 10, let year = digits(0, 4), b[4] == 45, let month = digits(5, 2), b[7] == 45,
-              let day = digits(8, 2), (1...12).contains(month), (1...31).contains(day) else { return nil }
-        if b.count == 10 { self.init(CivilDateTime(year: year, month: month, day: day)); return }
-        guard b.count >= 19, b[10] == 84 || b[10] == 32, let hour = digits(11, 2), b[13] == 58,
-              let minute = digits(14, 2), b[16] == 58, let second = digits(17, 2),
-              hour < 24, minute < 60, second < 61 else { return nil }
-        var i = 19
-        var millisecond = 0
-        if i < b.count, b[i] == 46 {
-            i += 1
-            var scale = 100
-            let start = i
-            while i < b.count, b[i] >= 48, b[i] <= 57 {
-                millisecond += Int(b[i] - 48) * scale
-                scale /= 10
+              let day = digits(8, 2) else { return nil }
+        var hour = 0, minute = 0, second = 0, millisecond = 0, offsetSeconds = 0
+        if b.count > 10 {
+            guard b.count >= 19, b[10] == 84 || b[10] == 32, let h = digits(11, 2), b[13] == 58,
+                  let m = digits(14, 2), b[16] == 58, let s = digits(17, 2) else { return nil }
+            (hour, minute, second) = (h, m, s)
+            var i = 19
+            if i < b.count, b[i] == 46 {
                 i += 1
+                var scale = 100
+                let start = i
+                while i < b.count, b[i] >= 48, b[i] <= 57 {
+                    millisecond += Int(b[i] - 48) * scale
+                    scale /= 10
+                    i += 1
+                }
+                guard i > start, i - start <= 9 else { return nil }
             }
-            guard i > start else { return nil }
+            if i == b.count || (b[i] == 90 && i + 1 == b.count) {
+                offsetSeconds = 0
+            } else if (b[i] == 43 || b[i] == 45), i + 6 == b.count, let oh = digits(i + 1, 2), b[i + 3] == 58,
+                      let om = digits(i + 4, 2), oh <= 23, om <= 59 {
+                offsetSeconds = (oh * 3600 + om * 60) * (b[i] == 45 ? -1 : 1)
+            } else {
+                return nil
+            }
         }
-        var offsetSeconds = 0
-        if i == b.count || (b[i] == 90 && i + 1 == b.count) {
-            offsetSeconds = 0
-        } else if (b[i] == 43 || b[i] == 45), i + 6 == b.count, let oh = digits(i + 1, 2), b[i + 3] == 58,
-                  let om = digits(i + 4, 2) {
-            offsetSeconds = (oh * 3600 + om * 60) * (b[i] == 45 ? -1 : 1)
-        } else {
-            return nil
-        }
-        let local = Timestamp(CivilDateTime(year: year, month: month, day: day, hour: hour, minute: minute,
-                                            second: second, millisecond: millisecond))
-        self = local.adding(seconds: Int64(-offsetSeconds))
+        guard let seconds = Timestamp.calendarSeconds(year: year, month: month, day: day, hour: hour, minute: minute,
+                                                       second: second) else { return nil }
+        self.init(millisecondsSinceEpoch: (seconds - Int64(offsetSeconds)) * 1000 + Int64(millisecond))
+    }
+
+    /// Seconds since the epoch of a UTC calendar date-time, or nil when it does not exist:
+    /// `timegm` normalizes out-of-range fields (February 31 becomes March 3), so the fields
+    /// are compared after a round trip through `gmtime_r`.
+    static func calendarSeconds(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) -> Int64? {
+        guard (1...12).contains(month), (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute),
+              (0...59).contains(second) else { return nil }
+        var fields = tm()
+        fields.tm_year = Int32(year - 1900)
+        fields.tm_mon = Int32(month - 1)
+        fields.tm_mday = Int32(day)
+        fields.tm_hour = Int32(hour)
+        fields.tm_min = Int32(minute)
+        fields.tm_sec = Int32(second)
+        var seconds = timegm(&fields)
+        var back = tm()
+        guard gmtime_r(&seconds, &back) != nil, back.tm_year == Int32(year - 1900), back.tm_mon == Int32(month - 1),
+              back.tm_mday == Int32(day), back.tm_hour == Int32(hour), back.tm_min == Int32(minute),
+              back.tm_sec == Int32(second) else { return nil }
+        return Int64(seconds)
     }
 }
