@@ -273,7 +273,8 @@ class ProductionFiles(unittest.TestCase):
         for unit in ["billing-fcgi@.service", "billing-rpc.service"]:
             text = open(os.path.join(REPO, "deploy", "systemd", unit)).read()
             for option in ["NoNewPrivileges=yes", "ProtectSystem=strict", "PrivateTmp=yes", "ProtectHome=yes",
-                           "CapabilityBoundingSet=", "User=fcgibilling", "ExecReload=/bin/kill -USR1 $MAINPID"]:
+                           "CapabilityBoundingSet=", "User=fcgibilling", "ExecReload=/bin/kill -USR1 $MAINPID",
+                           "Type=notify", "NotifyAccess=main", "LoadCredential=db-password:"]:
                 self.assertIn(option, text, unit)
 
     def test_production_nginx_site_passes_nginx_t(self):

@@ -213,5 +213,72 @@ class TCPListeners(unittest.TestCase):
             self.assertEqual(proc.wait(30), 0)
 
 
+class Readiness(unittest.TestCase):
+    """Type=notify: each daemon sends READY=1 to $NOTIFY_SOCKET once it accepts, and
+    STOPPING=1 when told to stop (systemd's protocol, sd_notify(3))."""
+
+    def notify_socket(self, tmp, abstract=False):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        if abstract:
+            name = "fcgibilling-test-" + os.path.basename(tmp)
+            sock.bind("\0" + name)
+            address = "@" + name
+        else:
+            address = os.path.join(tmp, "notify.sock")
+            sock.bind(address)
+        sock.settimeout(30)
+        self.addCleanup(sock.close)
+        return sock, address
+
+    def messages(self, sock):
+        data = sock.recv(4096).decode()
+        return dict(line.split("=", 1) for line in data.splitlines() if "=" in line)
+
+    def check_worker(self, abstract):
+        with tempfile.TemporaryDirectory() as tmp:
+            notify, address = self.notify_socket(tmp, abstract)
+            path = os.path.join(tmp, "worker-51.sock")
+            env = dict(os.environ, NOTIFY_SOCKET=address)
+            proc = subprocess.Popen([WORKER, "--config", CONFIG, "--socket", path, "--metrics-dir", os.path.join(tmp, "metrics"),
+                                     "--log-file", os.path.join(tmp, "worker.log")], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                ready = self.messages(notify)
+                self.assertEqual(ready.get("READY"), "1", ready)
+                self.assertEqual(ready.get("MAINPID"), str(proc.pid))
+                # Ready means accepting: the first request after READY=1 is answered.
+                status, out = fastcgi_get(path)
+                self.assertTrue(answered_ok(out), out)
+            finally:
+                proc.terminate()
+                stopping = self.messages(notify)
+                self.assertEqual(stopping.get("STOPPING"), "1", stopping)
+                self.assertEqual(proc.wait(30), 0)
+
+    def test_a_worker_says_ready_once_it_accepts_and_stopping_when_it_drains(self):
+        self.check_worker(abstract=False)
+
+    def test_an_abstract_notify_socket_works_too(self):
+        self.check_worker(abstract=True)
+
+    def test_billing_rpc_says_ready_once_its_socket_accepts(self):
+        from billing import rpc_raw
+        rpc_binary = os.path.join(BIN_DIR, "billing-rpc")
+        with tempfile.TemporaryDirectory() as tmp:
+            notify, address = self.notify_socket(tmp)
+            admin = os.path.join(tmp, "rpc.sock")
+            env = dict(os.environ, NOTIFY_SOCKET=address, BILLING__admin__socket=admin)
+            proc = subprocess.Popen([rpc_binary, "--config", CONFIG, "--log-file", os.path.join(tmp, "rpc.log")], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                ready = self.messages(notify)
+                self.assertEqual(ready.get("READY"), "1", ready)
+                reply = json.loads(rpc_raw(b'{"jsonrpc":"2.0","method":"system.health","id":1}', sock_path=admin))
+                self.assertEqual(reply["result"]["database"]["status"], "ok")
+            finally:
+                proc.terminate()
+                self.assertEqual(proc.wait(30), 0)
+
+
 if __name__ == "__main__":
     unittest.main()

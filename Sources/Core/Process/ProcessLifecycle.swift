@@ -1,3 +1,5 @@
+import Glibc
+
 /// The one process skeleton both daemons run (swift-service-lifecycle's `ServiceGroup`, in
 /// its simplest form): signals blocked before any thread exists, the service started, the
 /// main thread waiting for signals, then a graceful stop.
@@ -31,6 +33,8 @@ enum ProcessLifecycle {
             return 1
         }
         started()
+        // Accepting now: systemd (Type=notify) may call the unit started.
+        SystemdNotify.send("READY=1\nSTATUS=serving\nMAINPID=\(getpid())")
         while true {
             switch ProcessSignals.wait() {
             case .reopenLogs(let signal):
@@ -42,6 +46,7 @@ enum ProcessLifecycle {
                 reload()
             case .stop(let signal):
                 logger.info("stopping: refusing new work, finishing in-flight work", ["signal": .string(ProcessSignals.name(signal))])
+                SystemdNotify.send("STOPPING=1\nSTATUS=draining in-flight work")
                 service.stop()
                 return 0
             }
