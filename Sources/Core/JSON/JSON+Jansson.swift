@@ -52,14 +52,16 @@ extension JSON {
             }
             self = .array(elements)
         case JSON_OBJECT:
-            var object = JSONObject()
+            // Keys are distinct (parsed with JSON_REJECT_DUPLICATES): no lookup per member.
+            var members: [(key: String, value: JSON)] = []
+            members.reserveCapacity(json_object_size(value))
             var iterator = json_object_iter(value)
             while let current = iterator {
                 let key = JSON.swiftString(json_object_iter_key(current), count: json_object_iter_key_len(current))
-                object[key] = try JSON(jansson: json_object_iter_value(current)!, depth: depth + 1, maxDepth: maxDepth)
+                members.append((key, try JSON(jansson: json_object_iter_value(current)!, depth: depth + 1, maxDepth: maxDepth)))
                 iterator = json_object_iter_next(value, current)
             }
-            self = .object(object)
+            self = .object(JSONObject(distinctMembers: members))
         default:
             throw JSONError(kind: .unsupported, message: "unsupported JSON value")
         }

@@ -67,6 +67,13 @@ struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral
         }
     }
 
+    /// Members known to have distinct keys (a parser that refuses duplicates): appended
+    /// without looking each key up, the index built once at the end.
+    init(distinctMembers members: [(key: String, value: JSON)]) {
+        entries = members.map { Entry(key: $0.key, value: $0.value) }
+        if entries.count > Self.indexedAbove { rebuildIndex() }
+    }
+
     private mutating func rebuildIndex() {
         var index = [String: Int](minimumCapacity: entries.count)
         for (i, entry) in entries.enumerated() { index[entry.key] = i }
