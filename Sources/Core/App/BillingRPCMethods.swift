@@ -14,6 +14,7 @@ enum BillingRPCMethods {
         registry.registerFlagMethods()          // flags.get, flags.set
         registry.registerPlanMethods()          // plans.list, plans.publish
         registry.registerStatsMethods()         // stats.subscriptions, stats.purgePaywallEvents
+        registry.registerReconcileMethods()     // subscriptions.reconcile, subscriptions.reconcileStatus
         return registry
     }
 
