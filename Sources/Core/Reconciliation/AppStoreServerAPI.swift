@@ -41,7 +41,7 @@ struct AppStoreAPIError: Error, Sendable, Equatable, CustomStringConvertible {
     var statusLabel: String {
         switch kind {
         case .status, .rateLimited: return status.map(String.init) ?? "unknown"
-        case .transport: return detail.contains("timed out") ? "timeout" : "transport"
+        case .transport: return detail.hasPrefix("timeout") ? "timeout" : "transport"
         case .malformedResponse: return "malformed"
         case .verification: return "verification"
         case .signing: return "signing"
@@ -149,7 +149,7 @@ struct AppStoreServerAPI: Sendable {
             do {
                 response = try http.get(url, headers: ["Authorization: Bearer \(bearer)", "Accept: application/json"])
             } catch {
-                let failure = AppStoreAPIError(.transport, detail: error.message)
+                let failure = AppStoreAPIError(.transport, detail: (error.isTimeout ? "timeout: " : "") + error.message)
                 guard attempt < maxAttempts else { throw failure }
                 sleep(backoff.randomDelay(attempt: attempt))
                 continue
