@@ -242,6 +242,21 @@ class Reconcile(unittest.TestCase):
         consistent = self.daemon.call("events.reproject", {"userId": user, "actor": ACTOR})["result"]
         self.assertTrue(consistent["consistent"], consistent)
 
+    def test_billing_admin_calls_it_and_prints_what_changed(self):
+        user, original, renewed = self.lapsed_subscription()
+        run = subprocess.run([os.path.join(REPO, "scripts", "billing-admin"), "--socket", self.daemon.socket, "subscriptions.reconcile",
+                              "--originalTransactionId", original, "--actor", ACTOR], capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("changed: yes", run.stdout)
+        self.assertIn(original, run.stdout)
+        self.assertIn("corrected", run.stdout)
+        self.assertIn("-> active", run.stdout)
+        status = subprocess.run([os.path.join(REPO, "scripts", "billing-admin"), "--socket", self.daemon.socket,
+                                 "subscriptions.reconcileStatus"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(status.returncode, 0, status.stderr)
+        self.assertIn("billing_reconcile_pulls_total", status.stdout)
+        self.assertEqual(access(user)["tier"], "plus")
+
     def test_unknown_subscription_and_bad_params(self):
         reply = self.daemon.call("subscriptions.reconcile", {"originalTransactionId": "1", "actor": ACTOR})
         self.assertEqual(reply["error"]["code"], 1001, reply)

@@ -10,12 +10,15 @@ extension RPCMethodRegistry where Context: ReconcileRPCContext {
     mutating func registerReconcileMethods() {
         register("subscriptions.reconcile",
                  summary: "Pull App Store subscriptions from the App Store Server API now (one, or every one bound to a user) and fold what Apple says; audited; answers what changed per subscription",
-                 params: "{userId | originalTransactionId, actor}") { request, context in
+                 params: "{userId | originalTransactionId (string, or the digits as a number), actor}") { request, context in
             let p = request.params
             try p.expectOnly("userId", "originalTransactionId", "actor")
             let actor = try p.requireActor()
             let userId = try p.optionalValue("userId") == nil ? nil : try p.requireUserId(pattern: context.idPattern)
-            let originalTransactionId = try p.optionalString("originalTransactionId", maxLength: 191)
+            // Apple's ids are digits: a CLI that parses `--originalTransactionId 2000…` as JSON
+            // sends a number, which names the same transaction.
+            let originalTransactionId = try p.optionalValue("originalTransactionId")?.int64Value.map { String($0) }
+                ?? p.optionalString("originalTransactionId", maxLength: 191)
             guard (userId == nil) != (originalTransactionId == nil) else {
                 throw RPCError.invalidParams("give exactly one of \"userId\" and \"originalTransactionId\"")
             }
