@@ -288,3 +288,17 @@ import Testing
         #expect(Reconciler.digest(a.event) != Reconciler.digest(c.event))
     }
 }
+
+@Suite struct ReconcilePauseTests {
+    @Test func aRateLimitPausesTheSweeperUntilRetryAfterAndNeverShortensAPause() {
+        let pause = ReconcilePause()
+        let now = Timestamp(secondsSinceEpoch: 1_800_000_000)
+        #expect(!pause.isPaused(at: now))
+        pause.pause(until: now.adding(milliseconds: 60_000))
+        #expect(pause.isPaused(at: now))
+        #expect(pause.isPaused(at: now.adding(milliseconds: 59_999)))
+        #expect(!pause.isPaused(at: now.adding(milliseconds: 60_000)))
+        pause.pause(until: now.adding(milliseconds: 1000))
+        #expect(pause.isPaused(at: now.adding(milliseconds: 30_000)), "a shorter Retry-After does not end a longer pause")
+    }
+}

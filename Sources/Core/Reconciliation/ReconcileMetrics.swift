@@ -44,3 +44,21 @@ final class ReconcileMetrics: Sendable {
         })
     }
 }
+
+/// Apple's rate limit is the app's, not one subscription's: after a 429 whose Retry-After a
+/// call could not wait out, the sweeper pulls nothing before that time (a pull on demand
+/// still asks, and learns the same answer).
+final class ReconcilePause: Sendable {
+    private let until = Mutex<Timestamp?>(nil)
+
+    init() {}
+
+    func pause(until time: Timestamp) {
+        until.withLock { current in if current.map({ $0 < time }) ?? true { current = time } }
+    }
+
+    /// Whether the sweeper must wait at `now`.
+    func isPaused(at now: Timestamp) -> Bool {
+        until.withLock { current in current.map { $0 > now } ?? false }
+    }
+}

@@ -6,6 +6,8 @@ struct ReconcileService: Sendable {
     let reconciler: Reconciler
     let schedule: ReconcileSchedule
     let metrics: ReconcileMetrics
+    /// Set by a 429 the sweeper could not wait out within the call.
+    let pause = ReconcilePause()
     let logger: Logger
     let clock: any BillingClock
     /// Batches per sweep at most, so one sweep is bounded even with a large backlog.
@@ -95,15 +97,19 @@ struct ReconcileService: Sendable {
         var unchanged = 0
         var failed = 0
         var lagSeconds: Int64 = 0
+        /// A 429 stopped the sweep; it resumes after Retry-After.
+        var rateLimited = false
     }
 
     /// One sweep: batches of due subscriptions (`ReconcileSchedule.reason`), each claimed
-    /// then pulled, until none is due or `maxBatchesPerSweep` batches were done.
+    /// then pulled, until none is due, `maxBatchesPerSweep` batches were done, or Apple
+    /// rate-limited us beyond what a call waits (the sweeper then pauses for Retry-After).
     func sweep(on db: DatabaseConnection) throws -> SweepSummary {
         var summary = SweepSummary()
         var lagMeasured = false
-        for _ in 0..<maxBatchesPerSweep {
+        batches: for _ in 0..<maxBatchesPerSweep {
             let now = clock.now()
+            if pause.isPaused(at: now) { break }
             let due = try schedule.candidates(now: now, on: db).compactMap { c in schedule.reason(c, now: now).map { (c, $0) } }
             if !lagMeasured {
                 lagMeasured = true
@@ -117,7 +123,14 @@ struct ReconcileService: Sendable {
                 summary.selected += 1
                 switch try pull(subscriptionId: candidate.subscriptionId, on: db) {
                 case .recorded(let outcome): if outcome.changed { summary.corrected += 1 } else { summary.unchanged += 1 }
-                case .failed: summary.failed += 1
+                case .failed(_, let error):
+                    summary.failed += 1
+                    if let wait = error.retryAfterSeconds, error.kind == .rateLimited {
+                        // The limit is the app's: every other pull would get the same answer.
+                        pause.pause(until: clock.now().adding(milliseconds: Int64(wait) * 1000))
+                        summary.rateLimited = true
+                        break batches
+                    }
                 }
             }
             if pulled == 0 { break }
