@@ -263,6 +263,23 @@ class Reconcile(unittest.TestCase):
         reply = self.daemon.call("subscriptions.reconcile", {"actor": ACTOR})
         self.assertEqual(reply["error"]["code"], -32602, reply)
 
+    def test_apple_down_during_a_sweep_changes_nothing_and_a_later_sweep_succeeds(self):
+        user, original, renewed = self.lapsed_subscription()
+        before = access(user)
+        self.fake.down = True
+        sweeper = ReconcilingDaemon(self.fake, self.tmp.name, "down-sweeper-rpc", sweep_every=1,
+                                    extra={"BILLING__apple__serverApi__maxAttempts": "1"})
+        try:
+            failed = lambda: sql("SELECT failures FROM billing_reconcile_state WHERE subscription_id = " + sql_string(original))
+            self.assertTrue(wait_until(lambda: failed() and int(failed()[0][0]) >= 1, 30), "a sweep tried and failed")
+            self.assertEqual(access(user)["revision"], before["revision"], "a failed pull never changes anyone")
+            self.fake.down = False
+            self.assertTrue(wait_until(lambda: access(user)["tier"] == "plus", 30), "a later sweep, after the backoff, succeeds")
+            self.assertEqual(access(user)["store"]["expiresAt"], iso(renewed["expiresDate"]))
+        finally:
+            self.fake.down = False
+            self.assertEqual(sweeper.stop(), 0)
+
     def test_one_sweep_heals_a_lost_renewal(self):
         """The sweeper of a billing-rpc started with reconcile.sweepEverySeconds finds the
         lapsed subscription by itself."""
