@@ -87,8 +87,7 @@ struct AppleDelivery: Sendable {
                                          idPattern: UserIdPattern, now: Timestamp) throws -> AppleDelivery {
         let payload = try verifier.verifyTransaction(jws, now: now)
         let t = try AppleTransactionInfo.decode(payload)
-        let kind: EventKind = t.revocationDate != nil ? (t.isFamilyShared ? .revoke : .refund)
-            : t.transactionId == t.originalTransactionId ? .purchase : .renewal
+        let kind = t.revocationKind ?? t.periodKind
         let event = makeEvent(provider: .appleTransaction, id: t.transactionId, rawType: "TRANSACTION", kind: kind,
                               at: t.signedDate, transaction: t, catalog: catalog, environment: t.environment)
         return AppleDelivery(event: event, transaction: t, userCandidates: candidates(t, idPattern: idPattern),
@@ -119,8 +118,7 @@ struct AppleDelivery: Sendable {
     /// pull is news even when the transaction was already in the inbox.
     static func pulledTransaction(_ payload: JSON, catalog: Catalog, idPattern: UserIdPattern) throws(PayloadError) -> AppleDelivery {
         let t = try AppleTransactionInfo.decode(payload)
-        let kind: EventKind = t.revocationDate != nil ? (t.isFamilyShared ? .revoke : .refund)
-            : t.transactionId == t.originalTransactionId ? .purchase : .renewal
+        let kind = t.revocationKind ?? t.periodKind
         let id = t.revocationDate.map { "\(t.transactionId):revoked:\($0.millisecondsSinceEpoch)" } ?? t.transactionId
         let event = makeEvent(provider: .appleTransaction, id: id, rawType: "TRANSACTION_HISTORY", kind: kind,
                               at: t.revocationDate ?? t.purchaseDate ?? t.signedDate, transaction: t, catalog: catalog,
@@ -140,7 +138,7 @@ struct AppleDelivery: Sendable {
                              catalog: Catalog, idPattern: UserIdPattern) throws(PayloadError) -> AppleDelivery {
         let t = try AppleTransactionInfo.decode(payload)
         let renewal = try renewalPayload.map { (p) throws(PayloadError) -> AppleRenewalInfo in try AppleRenewalInfo.decode(p) }
-        let kind: EventKind = t.revocationDate != nil ? (t.isFamilyShared ? .revoke : .refund) : status == 2 ? .expiration : .unknown
+        let kind = t.revocationKind ?? (status == 2 ? .expiration : .unknown)
         let signed = [t.signedDate, try renewalPayload.map { (p) throws(PayloadError) in try PayloadReader(p, path: "renewalInfo").milliseconds("signedDate") } ?? nil]
         var event = makeEvent(provider: .appleTransaction, id: id, rawType: "SUBSCRIPTION_STATUS/\(status.map(String.init) ?? "none")",
                               kind: kind, at: signed.compactMap { $0 }.max(), transaction: t, catalog: catalog,
