@@ -138,7 +138,7 @@ import Testing
             #expect(try schedule.candidates(now: now.adding(milliseconds: 300_000), on: db).map(\.subscriptionId) == [original])
 
             let limited = AppStoreAPIError(.rateLimited, status: 429, retryAfterSeconds: 7200)
-            let next = try schedule.recordFailure(original, error: limited, now: now, on: db)
+            let next = try db.transaction { db in try schedule.recordFailure(original, error: limited, now: now, on: db) }
             #expect(next >= now.adding(milliseconds: 7_200_000))
             let row = try db.queryOne("""
                 SELECT failures, last_outcome, last_error, pulls FROM billing_reconcile_state WHERE subscription_id = \(original)
@@ -148,7 +148,7 @@ import Testing
             #expect(try row?.string("last_error") == "429")
             #expect(try schedule.candidates(now: now.adding(milliseconds: 3_600_000), on: db).isEmpty, "backing off")
 
-            _ = try schedule.recordFailure(original, error: AppStoreAPIError(.status, status: 503), now: now, on: db)
+            _ = try db.transaction { db in try schedule.recordFailure(original, error: AppStoreAPIError(.status, status: 503), now: now, on: db) }
             #expect(try db.queryOne("SELECT failures FROM billing_reconcile_state WHERE subscription_id = \(original)")?.int64("failures") == 2)
             try db.transaction { db in try schedule.recordSuccess(original, environment: .production, changed: true, now: now, on: db) }
             let reset = try db.queryOne("""

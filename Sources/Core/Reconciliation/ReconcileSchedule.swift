@@ -126,26 +126,25 @@ struct ReconcileSchedule: Sendable, Equatable {
             """)
     }
 
-    /// A failed pull (its own transaction: nothing else was written). Returns the next attempt.
+    /// A failed pull, inside the caller's transaction (nothing else of the pull was
+    /// written). Returns the next attempt.
     @discardableResult
     func recordFailure(_ subscriptionId: String, error: AppStoreAPIError, now: Timestamp,
-                       on db: DatabaseConnection) throws -> Timestamp {
-        try db.transaction { db in
-            let failures = try db.queryOne("""
-                SELECT failures FROM billing_reconcile_state WHERE subscription_id = \(subscriptionId) FOR UPDATE
-                """)?.int64("failures") ?? 0
-            let next = nextAttempt(after: now, failures: Int(failures) + 1, retryAfterSeconds: error.retryAfterSeconds,
-                                   jitter: Double.random(in: 0..<1))
-            let outcome = error.kind == .rateLimited ? "rate_limited" : "failed"
-            try db.execute("""
-                INSERT INTO billing_reconcile_state (subscription_id, next_attempt_at, last_attempt_at, last_outcome, last_error,
-                  failures, pulls)
-                VALUES (\(subscriptionId), \(next), \(now), \(outcome), \(String(error.code.prefix(64))), 1, 1)
-                ON DUPLICATE KEY UPDATE next_attempt_at = VALUES(next_attempt_at), last_attempt_at = VALUES(last_attempt_at),
-                  last_outcome = VALUES(last_outcome), last_error = VALUES(last_error), failures = failures + 1, pulls = pulls + 1
-                """)
-            return next
-        }
+                       on db: DatabaseConnection) throws(DatabaseError) -> Timestamp {
+        let failures = try db.queryOne("""
+            SELECT failures FROM billing_reconcile_state WHERE subscription_id = \(subscriptionId) FOR UPDATE
+            """)?.int64("failures") ?? 0
+        let next = nextAttempt(after: now, failures: Int(failures) + 1, retryAfterSeconds: error.retryAfterSeconds,
+                               jitter: Double.random(in: 0..<1))
+        let outcome = error.kind == .rateLimited ? "rate_limited" : "failed"
+        try db.execute("""
+            INSERT INTO billing_reconcile_state (subscription_id, next_attempt_at, last_attempt_at, last_outcome, last_error,
+              failures, pulls)
+            VALUES (\(subscriptionId), \(next), \(now), \(outcome), \(String(error.code.prefix(64))), 1, 1)
+            ON DUPLICATE KEY UPDATE next_attempt_at = VALUES(next_attempt_at), last_attempt_at = VALUES(last_attempt_at),
+              last_outcome = VALUES(last_outcome), last_error = VALUES(last_error), failures = failures + 1, pulls = pulls + 1
+            """)
+        return next
     }
 }
 

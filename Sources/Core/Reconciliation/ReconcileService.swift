@@ -49,7 +49,7 @@ struct ReconcileService: Sendable {
 
     /// Pulls one subscription now and records it (the events, the schedule and, with an
     /// `audit`, the audit row, in one transaction). An API failure records nothing but the
-    /// failure (backoff); a database failure throws.
+    /// failure (its backoff) and that audit row, in one transaction; a database failure throws.
     ///
     /// - Parameter audit: the actor and action of an admin call, written with the change.
     func pull(subscriptionId: String, audit: (actor: String, action: String)? = nil,
@@ -58,18 +58,20 @@ struct ReconcileService: Sendable {
         do {
             pull = try reconciler.fetch(subscriptionId: subscriptionId, now: clock.now())
         } catch {
-            let next = try schedule.recordFailure(subscriptionId, error: error, now: clock.now(), on: db)
+            let now = clock.now()
+            let result = PullResult.failed(subscriptionId: subscriptionId, error)
+            let next = try db.transaction(retries: 3, isolation: .readCommitted) { db in
+                let next = try schedule.recordFailure(subscriptionId, error: error, now: now, on: db)
+                if let audit {
+                    try AuditLog.write(actor: audit.actor, action: audit.action, targetUserId: try AppleBinding.owner(of: subscriptionId, on: db),
+                                       detail: result.json, now: now, on: db)
+                }
+                return next
+            }
             metrics.pulled(error.kind == .rateLimited ? .rateLimited : .failed)
             metrics.apiError(error)
             logger.warning("reconcile.pull.failed", ["reconcile.error": .string(error.code),
                                                      "reconcile.nextAttemptAt": .string(next.iso8601)])
-            let result = PullResult.failed(subscriptionId: subscriptionId, error)
-            if let audit {
-                try db.transaction { db in
-                    try AuditLog.write(actor: audit.actor, action: audit.action, targetUserId: try AppleBinding.owner(of: subscriptionId, on: db),
-                                       detail: result.json, now: clock.now(), on: db)
-                }
-            }
             return result
         }
         let now = clock.now()
