@@ -257,6 +257,21 @@ class Reconcile(unittest.TestCase):
         self.assertIn("billing_reconcile_pulls_total", status.stdout)
         self.assertEqual(access(user)["tier"], "plus")
 
+    def test_an_answer_not_signed_by_a_trusted_root_is_refused_whole(self):
+        user, original, _ = self.lapsed_subscription()
+        before, rows = access(user), inbox_count(original)
+        trusted = self.fake.chain
+        self.fake.chain = A.load_chain(CA, "b")  # well formed, Apple-shaped, but no configured root anchors it
+        try:
+            result = self.reconcile(originalTransactionId=original)
+        finally:
+            self.fake.chain = trusted
+        [one] = result["subscriptions"]
+        self.assertEqual((one["outcome"], one["error"]["kind"]), ("failed", "verification"), one)
+        self.assertEqual((inbox_count(original), access(user)["revision"]), (rows, before["revision"]))
+        self.assertEqual(sql("SELECT last_error FROM billing_reconcile_state WHERE subscription_id = " + sql_string(original)),
+                         [["verification:untrusted_chain"]])
+
     def test_unknown_subscription_and_bad_params(self):
         reply = self.daemon.call("subscriptions.reconcile", {"originalTransactionId": "1", "actor": ACTOR})
         self.assertEqual(reply["error"]["code"], 1001, reply)

@@ -61,6 +61,11 @@ struct Reconciler: Sendable {
                     let renewal = try item["signedRenewalInfo"]?.stringValue.map { (jws) throws(AppStoreAPIError) in
                         try verified { () throws(AppleVerificationError) in try verifier.verifyRenewalInfo(jws, now: now) }
                     }
+                    // The signed data must name the subscription asked about, not only the envelope.
+                    guard transaction["originalTransactionId"]?.stringValue == subscriptionId,
+                          renewal.map({ $0["originalTransactionId"]?.stringValue == subscriptionId }) ?? true else {
+                        throw AppStoreAPIError(.malformedResponse, status: 200, detail: "signed data of another subscription")
+                    }
                     pull.statuses.append((item["status"]?.int64Value, transaction, renewal))
                 }
             }
