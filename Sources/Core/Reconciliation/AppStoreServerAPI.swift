@@ -143,39 +143,50 @@ struct AppStoreServerAPI: Sendable {
         var attempt = 0
         while true {
             attempt += 1
-            let bearer: String
-            do { bearer = try token.make(now: clock.now()) } catch { throw AppStoreAPIError(.signing, detail: "\(error)") }
-            let response: HTTPClientResponse
-            do {
-                response = try http.get(url, headers: ["Authorization: Bearer \(bearer)", "Accept: application/json"])
-            } catch {
-                let failure = AppStoreAPIError(.transport, detail: (error.isTimeout ? "timeout: " : "") + error.message)
-                guard attempt < maxAttempts else { throw failure }
-                sleep(backoff.randomDelay(attempt: attempt))
-                continue
-            }
-            let failure: AppStoreAPIError
-            let wait: Int64
-            switch response.status {
-            case 200:
-                guard let json = try? JSON.parse(response.body), json.objectValue != nil else {
-                    throw AppStoreAPIError(.malformedResponse, status: 200, detail: "not a JSON object")
-                }
+            switch try once(url, attempt: attempt) {
+            case .success(let json):
                 return json
-            case 429:
-                let retryAfter = response.retryAfterSeconds ?? 1
-                failure = AppStoreAPIError(.rateLimited, status: 429, errorCode: Self.errorCode(response.body),
-                                           retryAfterSeconds: retryAfter)
-                guard retryAfter <= maxRetryAfterSeconds else { throw failure }
-                wait = Int64(retryAfter) * 1000
-            case 500...599:
-                failure = AppStoreAPIError(.status, status: response.status, errorCode: Self.errorCode(response.body))
-                wait = backoff.randomDelay(attempt: attempt)
-            default:
-                throw AppStoreAPIError(.status, status: response.status, errorCode: Self.errorCode(response.body))
+            case .failure(let retry):
+                guard attempt < maxAttempts else { throw retry.error }
+                sleep(retry.waitMilliseconds)
             }
-            guard attempt < maxAttempts else { throw failure }
-            sleep(wait)
+        }
+    }
+
+    /// A failure worth another attempt, after a wait.
+    struct Retry: Error {
+        var error: AppStoreAPIError
+        var waitMilliseconds: Int64
+    }
+
+    /// One attempt: Apple's JSON, a `Retry`, or (thrown) a failure that ends the call.
+    private func once(_ url: String, attempt: Int) throws(AppStoreAPIError) -> Result<JSON, Retry> {
+        let bearer: String
+        do { bearer = try token.make(now: clock.now()) } catch { throw AppStoreAPIError(.signing, detail: "\(error)") }
+        let response: HTTPClientResponse
+        do {
+            response = try http.get(url, headers: ["Authorization: Bearer \(bearer)", "Accept: application/json"])
+        } catch {
+            return .failure(Retry(error: AppStoreAPIError(.transport, detail: (error.isTimeout ? "timeout: " : "") + error.message),
+                                  waitMilliseconds: backoff.randomDelay(attempt: attempt)))
+        }
+        switch response.status {
+        case 200:
+            guard let json = try? JSON.parse(response.body), json.objectValue != nil else {
+                throw AppStoreAPIError(.malformedResponse, status: 200, detail: "not a JSON object")
+            }
+            return .success(json)
+        case 429:
+            let retryAfter = response.retryAfterSeconds ?? 1
+            let limited = AppStoreAPIError(.rateLimited, status: 429, errorCode: Self.errorCode(response.body),
+                                           retryAfterSeconds: retryAfter)
+            guard retryAfter <= maxRetryAfterSeconds else { throw limited }
+            return .failure(Retry(error: limited, waitMilliseconds: Int64(retryAfter) * 1000))
+        case 500...599:
+            return .failure(Retry(error: AppStoreAPIError(.status, status: response.status, errorCode: Self.errorCode(response.body)),
+                                  waitMilliseconds: backoff.randomDelay(attempt: attempt)))
+        default:
+            throw AppStoreAPIError(.status, status: response.status, errorCode: Self.errorCode(response.body))
         }
     }
 
