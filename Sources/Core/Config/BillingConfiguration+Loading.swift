@@ -4,7 +4,7 @@ extension BillingConfiguration {
     /// Overrides: a variable `BILLING__section__key=value` sets `section.key` (the value is
     /// parsed as JSON when it parses, otherwise taken as a string), e.g.
     /// `BILLING__database__socket=/run/mysqld/mysqld.sock`. A secret may be given as a file:
-    /// `database.passwordFile`, `revenuecat.webhookSecretFile` and
+    /// `database.passwordFile`, `revenuecat.webhookSecretFile`,
     /// `revenuecat.previousWebhookSecretFile` and `apple.serverApi.privateKeyFile` name a file
     /// whose content (without the trailing newline) is the value.
     static func load(path: String?, environment: [String: String]) throws(ConfigurationError) -> BillingConfiguration {

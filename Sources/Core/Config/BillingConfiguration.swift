@@ -2,7 +2,8 @@
 /// secrets read from files (see `BillingConfiguration+Loading.swift`). Validated once at
 /// start-up; a daemon with an invalid configuration refuses to start and says why.
 ///
-/// Secrets (`database.password`, `revenuecat.webhookSecret`) are never logged: the type's
+/// Secrets (`database.password`, `revenuecat.webhookSecret`, `apple.serverApi.privateKey`)
+/// are never logged: the type's
 /// `description` redacts them.
 struct BillingConfiguration: Sendable, CustomStringConvertible {
     var database = DatabaseConfiguration()
