@@ -3,8 +3,7 @@
 /// start-up; a daemon with an invalid configuration refuses to start and says why.
 ///
 /// Secrets (`database.password`, `revenuecat.webhookSecret`, `apple.serverApi.privateKey`)
-/// are never logged: the type's
-/// `description` redacts them.
+/// are never logged: the type's `description` redacts them.
 struct BillingConfiguration: Sendable, CustomStringConvertible {
     var database = DatabaseConfiguration()
     var server = Server()
