@@ -106,7 +106,9 @@ struct ReconcileService: Sendable {
     /// One sweep: batches of due subscriptions (`ReconcileSchedule.reason`), each claimed
     /// then pulled, until none is due, `maxBatchesPerSweep` batches were done, or Apple
     /// rate-limited us beyond what a call waits (the sweeper then pauses for Retry-After).
-    func sweep(on db: DatabaseConnection) throws -> SweepSummary {
+    ///
+    /// - Parameter keepGoing: asked before each pull; false ends the sweep there (a stop).
+    func sweep(on db: DatabaseConnection, while keepGoing: () -> Bool = { true }) throws -> SweepSummary {
         var summary = SweepSummary()
         var lagMeasured = false
         batches: for _ in 0..<maxBatchesPerSweep {
@@ -120,6 +122,7 @@ struct ReconcileService: Sendable {
             }
             var pulled = 0
             for (candidate, _) in due {
+                guard keepGoing() else { break batches }
                 guard try db.transaction({ db in try schedule.claim(candidate.subscriptionId, now: now, on: db) }) else { continue }
                 pulled += 1
                 summary.selected += 1

@@ -3,7 +3,8 @@ import Synchronization
 
 /// The sweeper thread of billing-rpc (SPEC §11): every `reconcile.sweepEverySeconds`, one
 /// `ReconcileService.sweep` on its own database connection. `stop` lets a pull in progress
-/// finish (its transaction commits or rolls back whole) and joins the thread.
+/// finish (its transaction commits or rolls back whole), skips the rest of the sweep and
+/// joins the thread.
 final class ReconcileSweeper: Sendable {
     private let service: ReconcileService
     private let makeConnection: @Sendable () -> DatabaseConnection
@@ -37,7 +38,7 @@ final class ReconcileSweeper: Sendable {
         let db = makeConnection()
         while !isStopped {
             do {
-                _ = try service.sweep(on: db)
+                _ = try service.sweep(on: db, while: { !isStopped })
             } catch {
                 service.logger.error("reconcile.sweep.failed", ["error.message": .string(String(describing: error))])
             }
