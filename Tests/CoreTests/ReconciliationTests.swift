@@ -302,3 +302,24 @@ import Testing
         #expect(pause.isPaused(at: now.adding(milliseconds: 30_000)), "a shorter Retry-After does not end a longer pause")
     }
 }
+
+@Suite struct ReconcileMetricsTests {
+    @Test func countersByOutcomeAndStatusAsPrometheusText() {
+        let metrics = ReconcileMetrics()
+        metrics.pulled(.corrected)
+        metrics.pulled(.corrected)
+        metrics.pulled(.failed)
+        metrics.apiError(AppStoreAPIError(.status, status: 503))
+        metrics.apiError(AppStoreAPIError(.transport, detail: "timeout: Timeout was reached"))
+        metrics.sweepLagSeconds.set(42)
+        let text = metrics.prometheus
+        #expect(text.contains("# TYPE billing_reconcile_pulls_total counter\n"))
+        #expect(text.contains("billing_reconcile_pulls_total{outcome=\"corrected\"} 2\n"))
+        #expect(text.contains("billing_reconcile_pulls_total{outcome=\"failed\"} 1\n"))
+        #expect(text.contains("billing_reconcile_pulls_total{outcome=\"unchanged\"} 0\n"))
+        #expect(text.contains("billing_reconcile_corrected_total 2\n"))
+        #expect(text.contains("billing_reconcile_api_errors_total{status=\"503\"} 1\n"))
+        #expect(text.contains("billing_reconcile_api_errors_total{status=\"timeout\"} 1\n"))
+        #expect(text.contains("# TYPE billing_reconcile_sweep_lag_seconds gauge\nbilling_reconcile_sweep_lag_seconds 42\n"))
+    }
+}

@@ -308,6 +308,8 @@ class Reconcile(unittest.TestCase):
             names = {m["name"] for m in status["metrics"]}
             self.assertLessEqual({"billing_reconcile_pulls_total", "billing_reconcile_corrected_total",
                                   "billing_reconcile_sweep_lag_seconds"}, names)
+            self.assertIn("# TYPE billing_reconcile_pulls_total counter", status["prometheus"])
+            self.assertRegex(status["prometheus"], r'billing_reconcile_pulls_total\{outcome="corrected"\} [1-9]')
         finally:
             self.assertEqual(sweeper.stop(), 0)
         state = sql("SELECT last_outcome FROM billing_reconcile_state WHERE subscription_id = " + sql_string(original))

@@ -37,6 +37,17 @@ final class ReconcileMetrics: Sendable {
         return samples
     }
 
+    static let families: [MetricsExposition.Family] = [
+        .init(name: "billing_reconcile_pulls_total", type: "counter", help: "Pulls from the App Store Server API by outcome (unchanged, corrected, failed, rate_limited)."),
+        .init(name: "billing_reconcile_corrected_total", type: "counter", help: "Pulls that changed a subscription's folded state."),
+        .init(name: "billing_reconcile_api_errors_total", type: "counter", help: "Failed pulls by HTTP status, or timeout, transport, verification, malformed."),
+        .init(name: "billing_reconcile_sweeps_total", type: "counter", help: "Sweeps run by this billing-rpc."),
+        .init(name: "billing_reconcile_sweep_lag_seconds", type: "gauge", help: "How long the most overdue subscription of the last sweep had waited past its due time."),
+    ]
+
+    /// The Prometheus text of `samples()` (for a node exporter's textfile collector).
+    var prometheus: String { MetricsExposition.render(samples(), families: Self.families) }
+
     var json: JSON {
         .array(samples().map { sample in
             ["name": .string(sample.name), "labels": .object(JSONObject(sample.labels.map { ($0.0, JSON.string($0.1)) })),

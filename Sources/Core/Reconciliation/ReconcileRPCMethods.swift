@@ -42,7 +42,7 @@ extension RPCMethodRegistry where Context: ReconcileRPCContext {
             return ["changed": .bool(changed), "subscriptions": .array(results)]
         }
         register("subscriptions.reconcileStatus",
-                 summary: "Reconciliation at a glance: this daemon's counters (pulls by outcome, corrections, API errors by status, sweep lag) and the schedule (subscriptions pulled, backing off, due)",
+                 summary: "Reconciliation at a glance: this daemon's counters (pulls by outcome, corrections, API errors by status, sweep lag; also as Prometheus text) and the schedule (subscriptions pulled, backing off, due)",
                  params: "{}") { request, context in
             try request.params.expectOnly()
             guard let service = context.reconcile else { return ["configured": false] }
@@ -53,7 +53,7 @@ extension RPCMethodRegistry where Context: ReconcileRPCContext {
                        COALESCE(SUM(next_attempt_at <= \(now)), 0) AS due, MAX(last_success_at) AS last_success_at
                 FROM billing_reconcile_state
                 """)
-            return ["configured": true, "metrics": service.metrics.json,
+            return ["configured": true, "metrics": service.metrics.json, "prometheus": .string(service.metrics.prometheus),
                     "schedule": ["tracked": .int(try row?.int64("tracked") ?? 0), "backingOff": .int(try row?.int64("backing_off") ?? 0),
                                  "due": .int(try row?.int64("due") ?? 0),
                                  "lastSuccessAt": JSON(try row?.optionalTimestamp("last_success_at")?.iso8601)]]
