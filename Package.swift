@@ -1,8 +1,8 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-/// FCGIBilling: Swift over four C libraries from Debian (libfcgi, MariaDB Connector/C,
-/// OpenSSL, jansson). No package dependencies beyond the toolchain.
+/// FCGIBilling: Swift over five C libraries from Debian (libfcgi, MariaDB Connector/C,
+/// OpenSSL, jansson, libcurl). No package dependencies beyond the toolchain.
 let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
     .enableUpcomingFeature("ExistentialAny"),
@@ -28,7 +28,9 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CJansson", path: "Sources/CJansson", pkgConfig: "jansson",
                        providers: [.apt(["libjansson-dev"])]),
-        .target(name: "Core", dependencies: ["CFCGI", "CMariaDB", "COpenSSL", "CJansson"],
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        .target(name: "Core", dependencies: ["CFCGI", "CMariaDB", "COpenSSL", "CJansson", "CCurl"],
                 swiftSettings: strict),
         .executableTarget(name: "FCGIBilling", dependencies: ["Core"], swiftSettings: strict),
         .executableTarget(name: "RPCAdmin", dependencies: ["Core"], swiftSettings: strict),

@@ -41,7 +41,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # ---------------------------------------------------------------- packages and build
 
-STACK_PACKAGES=(pkg-config libfcgi-dev libmariadb-dev libssl-dev libjansson-dev
+STACK_PACKAGES=(pkg-config libfcgi-dev libmariadb-dev libssl-dev libjansson-dev libcurl4-openssl-dev
                 mariadb-server mariadb-client nginx-light wrk curl python3 python3-venv openssl procps tzdata
                 libfcgi-bin systemd)
 

@@ -2,7 +2,7 @@
 /// (its database connection stays there). The one type that knows every admin feature's
 /// context protocol, answering each from `BillingServices`.
 struct AdminRPCContext: RPCContextProtocol, AccessRPCContext, EventRPCContext, StatsRPCContext, UserRPCContext,
-    GrantRPCContext, GrandfatherRPCContext, PlanRPCContext, OfferingRPCContext, SystemRPCContext {
+    GrantRPCContext, GrandfatherRPCContext, PlanRPCContext, OfferingRPCContext, SystemRPCContext, ReconcileRPCContext {
     var clock: any BillingClock
     var peer: RPCPeer?
     var server: RPCServerInfo
@@ -47,6 +47,7 @@ struct AdminRPCContext: RPCContextProtocol, AccessRPCContext, EventRPCContext, S
     var flags: FlagCache { services.flags }
     var reportingCurrency: String { services.configuration.reporting.currency }
     var bindingPolicy: BillingConfiguration.Binding.Policy { services.configuration.binding.policy }
+    var reconcile: ReconcileService? { services.reconcile }
     var metricsDirectory: MetricsDirectory {
         let configuration = services.configuration
         return MetricsDirectory(path: configuration.server.metricsDirectory

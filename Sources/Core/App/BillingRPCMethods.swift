@@ -15,6 +15,7 @@ enum BillingRPCMethods {
         registry.registerPlanMethods()          // plans.list, plans.publish
         registry.registerOfferingMethods()      // offerings.list, offerings.publish
         registry.registerStatsMethods()         // stats.subscriptions, stats.purgePaywallEvents
+        registry.registerReconcileMethods()     // subscriptions.reconcile, subscriptions.reconcileStatus
         return registry
     }
 

@@ -30,6 +30,9 @@ final class BillingServices: Sendable {
     /// nil when `apple.trustedRootsFiles` or `apple.bundleId` is not configured: the App
     /// Store routes then answer 501.
     let appleVerifier: AppleSignedDataVerifier?
+    /// nil when `apple.serverApi` has no key: `subscriptions.reconcile` then answers that it
+    /// is not configured and billing-rpc runs no sweeper.
+    let reconcile: ReconcileService?
 
     /// Builds everything the configuration names; a key file that cannot be read is a
     /// start-up error, not a per-request one.
@@ -46,6 +49,7 @@ final class BillingServices: Sendable {
         self.tiers = TierResolver(configuration)
         self.catalog = ProductCatalog(configuration.products)
         self.appleVerifier = try AppleSignedDataVerifier.load(configuration.apple)
+        self.reconcile = try ReconcileService.load(configuration, verifier: appleVerifier, idPattern: pattern, logger: logger, clock: clock)
         if let keysFile = configuration.auth.keysFile {
             guard let issuer = configuration.auth.issuer, let audience = configuration.auth.audience else {
                 throw ConfigurationError("auth.issuer and auth.audience are required with auth.keysFile")

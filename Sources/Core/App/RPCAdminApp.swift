@@ -56,9 +56,22 @@ public enum RPCAdminApp {
         let server = makeServer(configuration: serverConfiguration, limits: limits, serverInfo: RPCServerInfo(version: version),
                                 services: services,
                                 databaseConfiguration: commandLine.configPath == nil ? nil : configuration.database)
-        let status = ProcessLifecycle.run(server, logger: logger, reopenLogs: { logger.sink.reopen() }, reload: { services.reload() }) {
-            logger.info("billing-rpc started", ["rpc.socket": .string(serverConfiguration.socketPath), "process.id": .int(Int64(getpid()))])
+        // Reconciliation's sweeper (SPEC §11): a thread of this daemon, with its own
+        // database connection, when the App Store Server API is configured.
+        var sweeper: ReconcileSweeper?
+        if let reconcile = services.reconcile, configuration.reconcile.sweepEverySeconds > 0, commandLine.configPath != nil {
+            let database = configuration.database
+            sweeper = ReconcileSweeper(service: reconcile, everySeconds: configuration.reconcile.sweepEverySeconds,
+                                       makeConnection: { services.makeDatabaseConnection(database) })
         }
+        let status = ProcessLifecycle.run(server, logger: logger, reopenLogs: { logger.sink.reopen() }, reload: { services.reload() }) {
+            logger.info("billing-rpc started", ["rpc.socket": .string(serverConfiguration.socketPath), "process.id": .int(Int64(getpid())),
+                                                "reconcile.sweeper": .bool(sweeper != nil)])
+            do { try sweeper?.start() } catch {
+                logger.error("reconcile sweeper not started", ["error.message": .string(String(describing: error))])
+            }
+        }
+        sweeper?.stop()
         guard status == 0 else { return status }
         logger.info("billing-rpc stopped")
         return 0

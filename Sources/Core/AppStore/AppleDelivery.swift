@@ -62,17 +62,7 @@ struct AppleDelivery: Sendable {
                               kind: kind, at: signedDate, transaction: transaction, catalog: catalog,
                               environment: transaction?.environment ?? dataEnvironment)
         event.cancelReason = subtype
-        if let renewal {
-            // Renewal info counts wherever it arrives (SPEC §5): auto-renew, billing retry and
-            // grace, the product it renews to, why it expired.
-            event.willRenew = renewal.willRenew
-            event.inBillingRetry = renewal.isInBillingRetryPeriod
-            event.graceExpiresAt = renewal.gracePeriodExpiresDate
-            event.expirationIntent = renewal.expirationIntent
-            event.newProductId = renewal.autoRenewProductId ?? (kind == .productChange ? transaction?.productId : nil)
-            event.newTier = event.newProductId.flatMap { catalog[$0]?.tier }
-            event.effectiveAt = transaction?.expiresDate
-        }
+        if let renewal { apply(renewal, to: &event, transaction: transaction, catalog: catalog) }
         if type == "GRACE_PERIOD_EXPIRED" {
             // The grace period is over as of this notification, whatever the renewal info says.
             event.graceExpiresAt = [event.graceExpiresAt, signedDate].compactMap { $0 }.min()
@@ -97,12 +87,66 @@ struct AppleDelivery: Sendable {
                                          idPattern: UserIdPattern, now: Timestamp) throws -> AppleDelivery {
         let payload = try verifier.verifyTransaction(jws, now: now)
         let t = try AppleTransactionInfo.decode(payload)
-        let kind: EventKind = t.revocationDate != nil ? (t.isFamilyShared ? .revoke : .refund)
-            : t.transactionId == t.originalTransactionId ? .purchase : .renewal
+        let kind = t.revocationKind ?? t.periodKind
         let event = makeEvent(provider: .appleTransaction, id: t.transactionId, rawType: "TRANSACTION", kind: kind,
                               at: t.signedDate, transaction: t, catalog: catalog, environment: t.environment)
         return AppleDelivery(event: event, transaction: t, userCandidates: candidates(t, idPattern: idPattern),
                              payload: ["transactionInfo": payload])
+    }
+
+    /// Renewal info counts wherever it arrives (SPEC §5): auto-renew, billing retry and
+    /// grace, the product it renews to, why it expired.
+    private static func apply(_ renewal: AppleRenewalInfo, to event: inout StoreEvent, transaction: AppleTransactionInfo?,
+                              catalog: Catalog) {
+        event.willRenew = renewal.willRenew
+        event.inBillingRetry = renewal.isInBillingRetryPeriod
+        event.graceExpiresAt = renewal.gracePeriodExpiresDate
+        event.expirationIntent = renewal.expirationIntent
+        event.newProductId = renewal.autoRenewProductId ?? (event.kind == .productChange ? transaction?.productId : nil)
+        event.newTier = event.newProductId.flatMap { catalog[$0]?.tier }
+        event.effectiveAt = transaction?.expiresDate
+    }
+
+    // MARK: pulled from the App Store Server API (Reconciliation)
+
+    /// A transaction of Get Transaction History, already verified (`payload`). Apple signs
+    /// every answer when it is made, so its `signedDate` is the time of the pull: the event
+    /// folds at the time of what it states instead — its revocation, else its period's
+    /// start — so a history page never outranks renewal info stated after that. Keyed by
+    /// `transactionId` (the key of the same transaction posted by the app: one transaction,
+    /// one event), and by `transactionId:revoked:<ms>` once revoked, so a refund learned by
+    /// pull is news even when the transaction was already in the inbox.
+    static func pulledTransaction(_ payload: JSON, catalog: Catalog, idPattern: UserIdPattern) throws(PayloadError) -> AppleDelivery {
+        let t = try AppleTransactionInfo.decode(payload)
+        let kind = t.revocationKind ?? t.periodKind
+        let id = t.revocationDate.map { "\(t.transactionId):revoked:\($0.millisecondsSinceEpoch)" } ?? t.transactionId
+        let event = makeEvent(provider: .appleTransaction, id: id, rawType: "TRANSACTION_HISTORY", kind: kind,
+                              at: t.revocationDate ?? t.purchaseDate ?? t.signedDate, transaction: t, catalog: catalog,
+                              environment: t.environment)
+        return AppleDelivery(event: event, transaction: t, userCandidates: candidates(t, idPattern: idPattern),
+                             payload: ["source": "transaction_history", "transactionInfo": payload])
+    }
+
+    /// One `lastTransactions` item of Get All Subscription Statuses (its transaction and
+    /// renewal info already verified): like a notification's data, the latest transaction
+    /// and the renewal info as of the pull. Status 2 (expired) is an expiration, a revoked
+    /// transaction a refund or revocation; otherwise the transaction states the period and
+    /// expiry (as a notification of an unknown type does) and the renewal info the rest.
+    /// Folds at its `signedDate` (the pull). `id` is chosen by the caller (`Reconciler`:
+    /// content and predecessor, so the same state pulled twice is one event).
+    static func pulledStatus(status: Int64?, transaction payload: JSON, renewal renewalPayload: JSON?, id: String,
+                             catalog: Catalog, idPattern: UserIdPattern) throws(PayloadError) -> AppleDelivery {
+        let t = try AppleTransactionInfo.decode(payload)
+        let renewal = try renewalPayload.map { (p) throws(PayloadError) -> AppleRenewalInfo in try AppleRenewalInfo.decode(p) }
+        let kind = t.revocationKind ?? (status == 2 ? .expiration : .unknown)
+        let signed = [t.signedDate, try renewalPayload.map { (p) throws(PayloadError) in try PayloadReader(p, path: "renewalInfo").milliseconds("signedDate") } ?? nil]
+        var event = makeEvent(provider: .appleTransaction, id: id, rawType: "SUBSCRIPTION_STATUS/\(status.map(String.init) ?? "none")",
+                              kind: kind, at: signed.compactMap { $0 }.max(), transaction: t, catalog: catalog,
+                              environment: t.environment)
+        if let renewal { apply(renewal, to: &event, transaction: t, catalog: catalog) }
+        var stored: JSONObject = ["source": "subscription_status", "status": status.map { JSON.int($0) } ?? .null, "transactionInfo": payload]
+        if let renewalPayload { stored["renewalInfo"] = renewalPayload }
+        return AppleDelivery(event: event, transaction: t, userCandidates: candidates(t, idPattern: idPattern), payload: .object(stored))
     }
 
     static func notificationKind(type: String, subtype: String?) -> EventKind {

@@ -32,6 +32,15 @@ struct AppleTransactionInfo: Sendable, Equatable {
     /// Revoked without a refund: a Family Sharing member's access withdrawn (App Store REVOKE).
     var isFamilyShared: Bool { inAppOwnershipType == "FAMILY_SHARED" }
 
+    /// What a revoked transaction means: a refund, or a Family Sharing revocation; nil while
+    /// not revoked.
+    var revocationKind: EventKind? {
+        revocationDate == nil ? nil : isFamilyShared ? .revoke : .refund
+    }
+
+    /// What the transaction itself states: the first purchase of the subscription or a renewal.
+    var periodKind: EventKind { transactionId == originalTransactionId ? .purchase : .renewal }
+
     /// An introductory offer with a free-trial discount.
     var isFreeTrial: Bool { offerType == 1 && offerDiscountType == "FREE_TRIAL" }
 

@@ -43,7 +43,8 @@ struct CompactJWS: Sendable {
     var algorithm: String? { header["alg"]?.stringValue }
 
     /// Signs `payload` with `key` as a compact JWS. `alg` is RS256 or ES256 (the raw `r‖s`
-    /// signature JOSE requires). For development tokens and tests; production only verifies.
+    /// signature JOSE requires). For development tokens, tests, and the one token production
+    /// signs: the App Store Server API's (`AppStoreServerAPIToken`, ES256).
     static func sign(payload: JSON, header extra: JSONObject = [:], key: PrivateKey, algorithm: String) throws(CryptoError) -> String {
         var header: JSONObject = ["alg": .string(algorithm), "typ": "JWT"]
         for (name, value) in extra { header[name] = value }

@@ -4,9 +4,9 @@ extension BillingConfiguration {
     /// Overrides: a variable `BILLING__section__key=value` sets `section.key` (the value is
     /// parsed as JSON when it parses, otherwise taken as a string), e.g.
     /// `BILLING__database__socket=/run/mysqld/mysqld.sock`. A secret may be given as a file:
-    /// `database.passwordFile`, `revenuecat.webhookSecretFile` and
-    /// `revenuecat.previousWebhookSecretFile` name a file whose content (without the trailing
-    /// newline) is the value.
+    /// `database.passwordFile`, `revenuecat.webhookSecretFile`,
+    /// `revenuecat.previousWebhookSecretFile` and `apple.serverApi.privateKeyFile` name a file
+    /// whose content (without the trailing newline) is the value.
     static func load(path: String?, environment: [String: String]) throws(ConfigurationError) -> BillingConfiguration {
         var root = JSONObject()
         if let path {
@@ -123,6 +123,27 @@ extension BillingConfiguration {
             for environment in apple.environments where environment != "Production" && environment != "Sandbox" {
                 r.problem("environments", "unknown environment \"\(environment)\" (Production, Sandbox)")
             }
+            r.section("serverApi") { r in
+                r.optionalString("issuerId", into: &apple.serverApi.issuerId)
+                r.optionalString("keyId", into: &apple.serverApi.keyId)
+                r.optionalSecret("privateKey", into: &apple.serverApi.privateKey)
+                r.string("productionUrl", into: &apple.serverApi.productionUrl)
+                r.string("sandboxUrl", into: &apple.serverApi.sandboxUrl)
+                r.optionalString("caFile", into: &apple.serverApi.caFile)
+                r.int("timeoutSeconds", into: &apple.serverApi.timeoutSeconds, range: 1...120)
+                r.int("connectTimeoutSeconds", into: &apple.serverApi.connectTimeoutSeconds, range: 1...60)
+                r.int("maxAttempts", into: &apple.serverApi.maxAttempts, range: 1...10)
+                r.int("maxRetryAfterSeconds", into: &apple.serverApi.maxRetryAfterSeconds, range: 0...300)
+                r.int("tokenLifetimeSeconds", into: &apple.serverApi.tokenLifetimeSeconds, range: 60...3600)
+                for (name, url) in [("productionUrl", apple.serverApi.productionUrl), ("sandboxUrl", apple.serverApi.sandboxUrl)]
+                where !url.hasPrefix("https://") || url.utf8.count < 9 {
+                    r.problem(name, "expected an https:// URL")
+                }
+                let set = [apple.serverApi.issuerId, apple.serverApi.keyId, apple.serverApi.privateKey].filter { !($0 ?? "").isEmpty }
+                if !set.isEmpty && set.count != 3 {
+                    r.problem("privateKey", "set issuerId, keyId and privateKey (or privateKeyFile) together")
+                }
+            }
         }
         if let value = reader.take("products") {
             if case .object(let entries) = value {
@@ -149,6 +170,14 @@ extension BillingConfiguration {
             if reporting.currency.utf8.count != 3 || !reporting.currency.allSatisfy(\.isUppercase) {
                 r.problem("currency", "expected an ISO 4217 code such as EUR")
             }
+        }
+        reader.section("reconcile") { r in
+            r.int("afterSeconds", into: &reconcile.afterSeconds, range: 0...(30 * 86_400))
+            r.int("intervalSeconds", into: &reconcile.intervalSeconds, range: 1...86_400)
+            r.int("batchSize", into: &reconcile.batchSize, range: 1...10_000)
+            r.int("endingWithinSeconds", into: &reconcile.endingWithinSeconds, range: 0...(30 * 86_400))
+            r.int("sweepEverySeconds", into: &reconcile.sweepEverySeconds, range: 0...86_400)
+            r.int("maxBackoffSeconds", into: &reconcile.maxBackoffSeconds, range: 1...(7 * 86_400))
         }
         reader.rejectUnknownKeys()
         if database.socket == nil && database.host.isEmpty { reader.problem("database", "set socket or host") }

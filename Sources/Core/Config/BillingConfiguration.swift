@@ -2,8 +2,8 @@
 /// secrets read from files (see `BillingConfiguration+Loading.swift`). Validated once at
 /// start-up; a daemon with an invalid configuration refuses to start and says why.
 ///
-/// Secrets (`database.password`, `revenuecat.webhookSecret`) are never logged: the type's
-/// `description` redacts them.
+/// Secrets (`database.password`, `revenuecat.webhookSecret`, `apple.serverApi.privateKey`)
+/// are never logged: the type's `description` redacts them.
 struct BillingConfiguration: Sendable, CustomStringConvertible {
     var database = DatabaseConfiguration()
     var server = Server()
@@ -17,6 +17,7 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
     var binding = Binding()
     var users = Users()
     var reporting = Reporting()
+    var reconcile = Reconcile()
 
     init() {}
 
@@ -100,6 +101,55 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
         var bundleId: String? = nil
         var appAppleId: Int64? = nil
         var environments: [String] = ["Production", "Sandbox"]
+        var serverApi = ServerAPI()
+        init() {}
+    }
+
+    /// The App Store Server API (`apple.serverApi.*`, SPEC §11): the In-App Purchase key
+    /// that signs the client's tokens, Apple's two base URLs and the client's limits.
+    struct ServerAPI: Sendable, Equatable {
+        var issuerId: String? = nil
+        var keyId: String? = nil
+        /// The In-App Purchase key (`.p8`, PKCS#8 PEM, EC P-256) or, as
+        /// `privateKeyFile`, the file holding it. A secret: never logged.
+        var privateKey: String? = nil
+        var productionUrl = "https://api.storekit.itunes.apple.com"
+        var sandboxUrl = "https://api.storekit-sandbox.itunes.apple.com"
+        /// A PEM bundle trusted for those URLs instead of the system's (tests: a local fake).
+        var caFile: String? = nil
+        /// Every call's whole duration, and its connection phase.
+        var timeoutSeconds = 10
+        var connectTimeoutSeconds = 5
+        /// Attempts per call when Apple answers 5xx, times out or rate-limits (backoff with jitter).
+        var maxAttempts = 3
+        /// A 429 whose Retry-After is longer than this ends the call (the subscription waits
+        /// that long before its next pull) instead of holding the thread.
+        var maxRetryAfterSeconds = 10
+        /// Lifetime of each token (Apple accepts at most 60 minutes).
+        var tokenLifetimeSeconds = 1200
+        init() {}
+
+        /// Whether a client can be built: issuer, key id and key all set.
+        var isConfigured: Bool {
+            !(issuerId ?? "").isEmpty && !(keyId ?? "").isEmpty && !(privateKey ?? "").isEmpty
+        }
+    }
+
+    /// When billing-rpc pulls from the App Store Server API (`reconcile.*`, SPEC §11).
+    struct Reconcile: Sendable, Equatable {
+        /// A period that ended this long ago while set to renew, with no renewal or expiry
+        /// since, is pulled.
+        var afterSeconds = 3600
+        /// A subscription is pulled at most once per interval.
+        var intervalSeconds = 300
+        /// Subscriptions looked at per sweep batch.
+        var batchSize = 100
+        /// A grace period or billing retry ending within this is pulled.
+        var endingWithinSeconds = 86_400
+        /// How often the sweeper wakes up; 0 turns it off (`subscriptions.reconcile` still works).
+        var sweepEverySeconds = 60
+        /// Longest wait between failed pulls of one subscription.
+        var maxBackoffSeconds = 21_600
         init() {}
     }
 
@@ -134,9 +184,10 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
     var description: String {
         let db = database.socket.map { "socket \($0)" } ?? "\(database.host):\(database.port)\(database.tls == nil ? "" : " (TLS)")"
         let secret = (revenuecat.webhookSecret?.isEmpty ?? true) ? "unset" : "set"
+        let serverApi = apple.serverApi.isConfigured ? "set" : "unset"
         return "BillingConfiguration(database: \(database.user)@\(db)/\(database.name), "
             + "threads: \(server.threadsPerWorker), admin: \(admin.socket), revenuecat secret: \(secret), "
-            + "products: \(products.count))"
+            + "App Store Server API key: \(serverApi), products: \(products.count))"
     }
 }
 

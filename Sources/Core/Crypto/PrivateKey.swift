@@ -1,7 +1,7 @@
 import COpenSSL
 
-/// A private key for signing: the development token key and the keys tests generate.
-/// Production never signs tokens; it only verifies.
+/// A private key for signing: the development token key, the keys tests generate, and the
+/// App Store Server API's In-App Purchase key (billing-rpc's only signing in production).
 final class PrivateKey: @unchecked Sendable {
     // Owned; freed in deinit; never mutated after init.
     let pkey: OpaquePointer

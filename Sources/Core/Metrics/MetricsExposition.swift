@@ -144,6 +144,19 @@ enum MetricsExposition {
         text += "billing_metrics_workers \(snapshots.count)\n"
         text += "# HELP billing_worker_info Worker process identity (value 1).\n# TYPE billing_worker_info gauge\n"
         for line in pidLines { text += line }
+        return text + familiesText(families, byFamily)
+    }
+
+    /// Samples without a `worker` label, each family once with its HELP and TYPE (billing-rpc's
+    /// own counters: `subscriptions.reconcileStatus`).
+    static func render(_ samples: [MetricSample], families: [Family]) -> String {
+        var byFamily: [String: [String]] = [:]
+        for sample in samples { byFamily[sample.name, default: []].append(line(sample.name, sample.labels, sample.value)) }
+        return familiesText(families, byFamily)
+    }
+
+    private static func familiesText(_ families: [Family], _ byFamily: [String: [String]]) -> String {
+        var text = ""
         for family in families {
             text += "# HELP \(family.name) \(family.help)\n# TYPE \(family.name) \(family.type)\n"
             for line in byFamily[family.name] ?? [] { text += line }

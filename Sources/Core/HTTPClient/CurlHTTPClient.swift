@@ -1,0 +1,109 @@
+import CCurl
+
+/// What an outgoing HTTPS call answered: its status, body (bounded) and the one header the
+/// callers read (`Retry-After`, in seconds when it is a number).
+struct HTTPClientResponse: Sendable, Equatable {
+    var status: Int
+    var body: [UInt8]
+    var retryAfterSeconds: Int?
+}
+
+/// A call that got no HTTP answer: it timed out, could not connect, or TLS failed. Never
+/// carries the request's headers (they hold a bearer token).
+struct HTTPClientError: Error, Sendable, Equatable, CustomStringConvertible {
+    var code: Int
+    var message: String
+    var isTimeout: Bool
+
+    var description: String { "\(message) (curl \(code))" }
+}
+
+/// An HTTPS client over libcurl (Debian `libcurl4-openssl-dev`, over the same OpenSSL):
+/// one easy handle per call, HTTPS only, no redirects, a total and a connect timeout on
+/// every call, `NOSIGNAL` (threads), and optionally a CA file trusted instead of the
+/// system's (tests point it at a local fake). Stateless, so threads share one instance.
+struct CurlHTTPClient: Sendable {
+    var timeoutMilliseconds: Int
+    var connectTimeoutMilliseconds: Int
+    /// A PEM bundle of the CAs trusted for the server's certificate; nil: the system's.
+    var caFile: String?
+    /// Bodies beyond this fail the call (a history page is well under 1 MiB).
+    var maxResponseBytes = 4 << 20
+    var userAgent = "FCGIBilling"
+
+    init(timeoutMilliseconds: Int, connectTimeoutMilliseconds: Int, caFile: String?) {
+        self.timeoutMilliseconds = timeoutMilliseconds
+        self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
+        self.caFile = caFile
+    }
+
+    /// `curl_global_init` once per process, before the first handle (Swift runs a static
+    /// initializer exactly once, whichever thread gets there first).
+    private static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+
+    /// GET `url` with `headers` (`Name: value` lines).
+    func get(_ url: String, headers: [String]) throws(HTTPClientError) -> HTTPClientResponse {
+        guard Self.initialized, let handle = curl_easy_init() else {
+            throw HTTPClientError(code: -1, message: "libcurl could not start", isTimeout: false)
+        }
+        defer { curl_easy_cleanup(handle) }
+        var list: UnsafeMutablePointer<curl_slist>?
+        for header in headers { list = curl_slist_append(list, header) }
+        defer { curl_slist_free_all(list) }
+
+        let sink = ResponseSink(limit: maxResponseBytes)
+        let context = Unmanaged.passUnretained(sink).toOpaque()
+        var ok = true
+        ok = ok && ccurl_setopt_string(handle, CURLOPT_URL, url) == CURLE_OK
+        ok = ok && ccurl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "https") == CURLE_OK
+        ok = ok && ccurl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0) == CURLE_OK
+        ok = ok && ccurl_setopt_long(handle, CURLOPT_NOSIGNAL, 1) == CURLE_OK
+        ok = ok && ccurl_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds) == CURLE_OK
+        ok = ok && ccurl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, connectTimeoutMilliseconds) == CURLE_OK
+        ok = ok && ccurl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1) == CURLE_OK
+        ok = ok && ccurl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2) == CURLE_OK
+        ok = ok && ccurl_setopt_string(handle, CURLOPT_USERAGENT, userAgent) == CURLE_OK
+        ok = ok && ccurl_setopt_slist(handle, CURLOPT_HTTPHEADER, list) == CURLE_OK
+        if let caFile { ok = ok && ccurl_setopt_string(handle, CURLOPT_CAINFO, caFile) == CURLE_OK }
+        ok = ok && ccurl_setopt_pointer(handle, CURLOPT_WRITEDATA, context) == CURLE_OK
+        ok = ok && ccurl_setopt_write_function(handle, CURLOPT_WRITEFUNCTION, { data, size, count, context in
+            guard let data, let context else { return 0 }
+            let sink = Unmanaged<ResponseSink>.fromOpaque(context).takeUnretainedValue()
+            let length = size * count
+            guard sink.body.count + length <= sink.limit else { return 0 }  // aborts the transfer
+            data.withMemoryRebound(to: UInt8.self, capacity: length) {
+                sink.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
+            }
+            return length
+        }) == CURLE_OK
+        guard ok else { throw HTTPClientError(code: -1, message: "libcurl refused an option", isTimeout: false) }
+
+        let code = curl_easy_perform(handle)
+        guard code == CURLE_OK else {
+            let message = String(cString: curl_easy_strerror(code))
+            throw HTTPClientError(code: Int(code.rawValue), message: message, isTimeout: code == CURLE_OPERATION_TIMEDOUT)
+        }
+        var status = 0
+        _ = ccurl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        var retryAfter: Int?
+        var header: UnsafeMutablePointer<curl_header>?
+        // origin 1 = CURLH_HEADER, request -1 = the last request.
+        if curl_easy_header(handle, "Retry-After", 0, 1, -1, &header) == CURLHE_OK, let header, let value = header.pointee.value {
+            retryAfter = Int(String(cString: value).trimmingSpaces)
+        }
+        return HTTPClientResponse(status: status, body: sink.body, retryAfterSeconds: retryAfter.map { max(0, $0) })
+    }
+
+    /// The body collected by the write callback (one per call, used on the calling thread only).
+    private final class ResponseSink {
+        let limit: Int
+        var body: [UInt8] = []
+        init(limit: Int) { self.limit = limit }
+    }
+}
+
+private extension String {
+    var trimmingSpaces: String {
+        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }).reversed())
+    }
+}

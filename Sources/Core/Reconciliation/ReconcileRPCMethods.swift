@@ -1,0 +1,82 @@
+/// What the `subscriptions.reconcile*` methods need of their context.
+protocol ReconcileRPCContext: RPCContextProtocol {
+    var idPattern: UserIdPattern { get }
+    /// nil when `apple.serverApi` is not configured.
+    var reconcile: ReconcileService? { get }
+}
+
+extension RPCMethodRegistry where Context: ReconcileRPCContext {
+    /// `subscriptions.reconcile`, `subscriptions.reconcileStatus`.
+    mutating func registerReconcileMethods() {
+        register("subscriptions.reconcile",
+                 summary: "Pull App Store subscriptions from the App Store Server API now (one, or every one bound to a user) and fold what Apple says; audited; answers what changed per subscription",
+                 params: "{userId | originalTransactionId (string, or the digits as a number), actor}") { request, context in
+            let p = request.params
+            try p.expectOnly("userId", "originalTransactionId", "actor")
+            let actor = try p.requireActor()
+            let userId = try p.optionalValue("userId") == nil ? nil : try p.requireUserId(pattern: context.idPattern)
+            // Apple's ids are digits: a CLI that parses `--originalTransactionId 2000…` as JSON
+            // sends a number, which names the same transaction.
+            let originalTransactionId = try p.optionalValue("originalTransactionId")?.int64Value.map { String($0) }
+                ?? p.optionalString("originalTransactionId", maxLength: 191)
+            guard (userId == nil) != (originalTransactionId == nil) else {
+                throw RPCError.invalidParams("give exactly one of \"userId\" and \"originalTransactionId\"")
+            }
+            guard let service = context.reconcile else {
+                throw BillingError(.conflict, "the App Store Server API is not configured (apple.serverApi)",
+                                   data: ["reason": "not_configured"])
+            }
+            let db = try context.requireDatabase()
+            let targets = try ReconcileTargets.find(userId: userId, originalTransactionId: originalTransactionId, on: db)
+            guard !targets.isEmpty else {
+                throw BillingError.notFound("App Store subscription", userId.map { ["userId": .string($0)] }
+                                            ?? ["originalTransactionId": .string(originalTransactionId ?? "")])
+            }
+            var results: [JSON] = []
+            var changed = false
+            for target in targets {
+                let result = try service.pull(subscriptionId: target, audit: (actor, "subscriptions.reconcile"), on: db)
+                if case .recorded(let outcome) = result, outcome.changed { changed = true }
+                results.append(result.json)
+            }
+            return ["changed": .bool(changed), "subscriptions": .array(results)]
+        }
+        register("subscriptions.reconcileStatus",
+                 summary: "Reconciliation at a glance: this daemon's counters (pulls by outcome, corrections, API errors by status, sweep lag; also as Prometheus text) and the schedule (subscriptions pulled, backing off, due)",
+                 params: "{}") { request, context in
+            try request.params.expectOnly()
+            guard let service = context.reconcile else { return ["configured": false] }
+            let db = try context.requireDatabase()
+            let now = context.clock.now()
+            let row = try db.queryOne("""
+                SELECT COUNT(*) AS tracked, COALESCE(SUM(failures > 0), 0) AS backing_off,
+                       COALESCE(SUM(next_attempt_at <= \(now)), 0) AS due, MAX(last_success_at) AS last_success_at
+                FROM billing_reconcile_state
+                """)
+            return ["configured": true, "metrics": service.metrics.json, "prometheus": .string(service.metrics.prometheus),
+                    "schedule": ["tracked": .int(try row?.int64("tracked") ?? 0), "backingOff": .int(try row?.int64("backing_off") ?? 0),
+                                 "due": .int(try row?.int64("due") ?? 0),
+                                 "lastSuccessAt": JSON(try row?.optionalTimestamp("last_success_at")?.iso8601)]]
+        }
+    }
+}
+
+/// The App Store subscriptions `subscriptions.reconcile` names: the one given when it is
+/// bound to a user, or every one bound to the user (at most 100).
+enum ReconcileTargets {
+    static func find(userId: String?, originalTransactionId: String?, on db: DatabaseConnection) throws(DatabaseError) -> [String] {
+        let rows: [SQLRow]
+        if let userId {
+            rows = try db.query("""
+                SELECT b.original_transaction_id FROM billing_apple_bindings b
+                WHERE b.user_id = \(userId) ORDER BY b.original_transaction_id LIMIT 100
+                """)
+        } else {
+            rows = try db.query("""
+                SELECT b.original_transaction_id FROM billing_apple_bindings b
+                WHERE b.original_transaction_id = \(originalTransactionId)
+                """)
+        }
+        return try rows.map { (row) throws(DatabaseError) -> String in try row.string("original_transaction_id") }
+    }
+}
