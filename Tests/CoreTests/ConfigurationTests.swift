@@ -289,4 +289,35 @@ import Testing
         #expect(first["http.status"] == 200)
         #expect(try JSON.parse(lines[1])["msg"] == "second \"quoted\"\nline")
     }
+
+    /// The reused access log line writes what a line built from scratch writes, in the same
+    /// key order, with each emission's own values, and nothing below the sink's level.
+    @Test func aReusedLineWritesTheSameLineWithFreshValues() throws {
+        let path = "/tmp/fcgibilling-log-reused-\(getpid()).log"
+        defer { unlink(path) }
+        let sink = try LogSink(path: path, minimumLevel: .info)
+        let logger = Logger(sink: sink, clock: FixedClock(Timestamp(millisecondsSinceEpoch: 1_000)))
+            .with("process", "billing-fcgi").with("worker.socket", "/run/w-1.sock")
+        let line = ReusedLogLine(logger: logger, message: "request", keys: [("request.id", .string), ("http.status", .integer),
+                                                                            ("outcome", .string)])
+        line.set(0, "r1")
+        line.set(1, 200)
+        line.set(2, "ok")
+        line.emit(.info)
+        line.set(0, "r2 \"quoted\" ü")
+        line.set(1, 503)
+        line.set(2, "unavailable")
+        line.emit(.warning)
+        line.emit(.debug)
+        logger.log(.info, "request", fields: ["request.id": "r1", "http.status": 200, "outcome": "ok"])
+        let lines = try FileIO.readString(path).split(separator: "\n").map(String.init)
+        #expect(lines.count == 3)
+        #expect(lines[0] == lines[2], "the reused line equals a line built from scratch")
+        #expect(lines[0] == #"{"ts":"1970-01-01T00:00:01.000Z","level":"info","msg":"request","process":"billing-fcgi","worker.socket":"/run/w-1.sock","request.id":"r1","http.status":200,"outcome":"ok"}"#)
+        let second = try JSON.parse(lines[1])
+        #expect(second["level"] == "warning")
+        #expect(second["request.id"] == "r2 \"quoted\" ü")
+        #expect(second["http.status"] == 503)
+        #expect(second["outcome"] == "unavailable")
+    }
 }

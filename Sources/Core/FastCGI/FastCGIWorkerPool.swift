@@ -103,6 +103,7 @@ final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, Proces
             requestStop()
             return
         }
+        let accessLine = accessLog.map(Self.accessLine)
         while !stopping.load(ordering: .acquiring) {
             let status = request.accept()
             if status < 0 {
@@ -120,7 +121,7 @@ final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, Proces
             metrics?.busy.decrement()
             metrics?.served.add()
             metrics?.record(route: answered.route, status: answered.status, microseconds: elapsed)
-            if let accessLog { logAccess(answered, microseconds: elapsed, context: context, to: accessLog) }
+            if let accessLine { logAccess(answered, microseconds: elapsed, context: context, to: accessLine) }
             let count = served.add(1, ordering: .relaxed).newValue
             if configuration.maxRequests > 0, count == configuration.maxRequests {
                 logger.notice("max requests reached, recycling", ["worker.requests": .int(Int64(count))])
@@ -139,16 +140,25 @@ final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, Proces
         var outcome: String?
     }
 
-    /// One JSON line per request: id, method, route pattern, path, status, latency, outcome.
-    private func logAccess(_ answered: Answered, microseconds: Int, context: Context, to logger: Logger) {
-        let outcome = answered.outcome ?? (answered.status < 400 ? "ok" : "error")
-        let level: LogLevel = answered.status >= 500 ? .warning : .info
-        logger.log(level, "request", fields: [
-            "request.id": .string(answered.id), "http.method": .string(answered.method),
-            "http.route": .string(answered.route ?? WorkerMetrics.unmatchedRoute), "http.path": .string(answered.path),
-            "http.status": .int(Int64(answered.status)), "duration.us": .int(Int64(microseconds)),
-            "outcome": .string(outcome), "worker.thread": .int(Int64(context.workerIndex)),
+    /// The access log line of one worker thread: its keys fixed, its values replaced per request.
+    static func accessLine(_ logger: Logger) -> ReusedLogLine {
+        ReusedLogLine(logger: logger, message: "request", keys: [
+            ("request.id", .string), ("http.method", .string), ("http.route", .string), ("http.path", .string),
+            ("http.status", .integer), ("duration.us", .integer), ("outcome", .string), ("worker.thread", .integer),
         ])
+    }
+
+    /// One JSON line per request: id, method, route pattern, path, status, latency, outcome.
+    private func logAccess(_ answered: Answered, microseconds: Int, context: Context, to line: ReusedLogLine) {
+        line.set(0, answered.id)
+        line.set(1, answered.method)
+        line.set(2, answered.route ?? WorkerMetrics.unmatchedRoute)
+        line.set(3, answered.path)
+        line.set(4, Int64(answered.status))
+        line.set(5, Int64(microseconds))
+        line.set(6, answered.outcome ?? (answered.status < 400 ? "ok" : "error"))
+        line.set(7, Int64(context.workerIndex))
+        line.emit(answered.status >= 500 ? .warning : .info)
     }
 
     private func handle(_ connection: FastCGIRequest, context: Context) -> Answered {

@@ -81,6 +81,11 @@ extension JSON {
     func serialized() -> [UInt8] {
         let root = makeJansson()
         defer { cjansson_decref(root) }
+        return JSON.serialize(jansson: root)
+    }
+
+    /// Compact UTF-8 text of a jansson value (the caller keeps its reference).
+    static func serialize(jansson root: UnsafeMutablePointer<json_t>) -> [UInt8] {
         let flags = JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17)
         // One pass into a buffer that fits most documents (a log line, a snapshot); only a
         // larger one is dumped again at its exact size. (Sizing with json_dumpb first
@@ -101,7 +106,8 @@ extension JSON {
         String(decoding: serialized(), as: UTF8.self)
     }
 
-    private func makeJansson() -> UnsafeMutablePointer<json_t> {
+    /// A new jansson value (reference owned by the caller) holding this value.
+    func makeJansson() -> UnsafeMutablePointer<json_t> {
         switch self {
         case .null: return json_null()
         case .bool(let v): return cjansson_boolean(v ? 1 : 0)
