@@ -10,6 +10,7 @@ public enum RPCAdminApp {
         switch arguments.first {
         case "migrate": return migrate(Array(arguments.dropFirst()), environment: environment)
         case "dev-token": return devToken(Array(arguments.dropFirst()))
+        case "doctor": return doctor(Array(arguments.dropFirst()), environment: environment)
         default: return serve(arguments, environment: environment)
         }
     }
@@ -201,6 +202,47 @@ public enum RPCAdminApp {
         } catch {
             return fail("dev-token: \(error)", status: 1)
         }
+    }
+
+    // MARK: doctor
+
+    static let doctorUsage = """
+        usage: billing-rpc doctor --config FILE --sql-dir DIR [--url NGINX_BASE_URL] [--json]
+
+        Checks the installation, one line each, ✓ or ✗ with the fix: the configuration, the secret
+        files (readable here, by no one else), the database (reachable, the runtime account's grants),
+        the migrations (applied, checksums intact), the clock against the database's, the datadir's
+        free space, the workers (their published state), the health route through nginx (--url),
+        the ID-token keys and the App Store roots (loadable, not expiring within 14 days), the App
+        Store API key. Exit status 0 when every check passes, 1 otherwise (64: usage). Reads only.
+
+        """
+
+    static func doctor(_ arguments: [String], environment: [String: String]) -> Int32 {
+        var config: String?, sqlDir: String?, url: String?, asJSON = false
+        var rest = arguments[...]
+        while let argument = rest.popFirst() {
+            switch argument {
+            case "--config": config = rest.popFirst()
+            case "--sql-dir": sqlDir = rest.popFirst()
+            case "--url": url = rest.popFirst()
+            case "--json": asJSON = true
+            case "-h", "--help":
+                print(doctorUsage, terminator: "")
+                return 0
+            default: return fail("unknown argument \(argument)\n\n\(doctorUsage)", status: 64)
+            }
+        }
+        guard let sqlDir else { return fail("--sql-dir is required\n\n\(doctorUsage)", status: 64) }
+        let checks = Doctor(configPath: config, environment: environment, sqlDirectory: sqlDir, url: url).run()
+        if asJSON {
+            print(JSON.array(checks.map(\.json)).serializedString())
+        } else {
+            for check in checks { print(check.line) }
+            let failed = checks.filter { !$0.ok }.count
+            print(failed == 0 ? "all \(checks.count) checks pass" : "\(failed) of \(checks.count) checks fail")
+        }
+        return checks.allSatisfy(\.ok) ? 0 : 1
     }
 
     private static func fail(_ message: String, status: Int32) -> Int32 {

@@ -8,6 +8,12 @@ extension BillingConfiguration {
     /// `revenuecat.previousWebhookSecretFile` and `apple.serverApi.privateKeyFile` name a file
     /// whose content (without the trailing newline) is the value.
     static func load(path: String?, environment: [String: String]) throws(ConfigurationError) -> BillingConfiguration {
+        try BillingConfiguration(json: .object(try document(path: path, environment: environment)))
+    }
+
+    /// The configuration document as the daemons read it: the file, with the environment's
+    /// overrides applied, not yet validated (the doctor reads the secret files' paths here).
+    static func document(path: String?, environment: [String: String]) throws(ConfigurationError) -> JSONObject {
         var root = JSONObject()
         if let path {
             let bytes: [UInt8]
@@ -31,7 +37,7 @@ extension BillingConfiguration {
             let parsed = (try? JSON.parse(value)) ?? .string(value)
             root = root.setting(keyPath, to: parsed)
         }
-        return try BillingConfiguration(json: .object(root))
+        return root
     }
 
     /// Decodes and validates a configuration document.

@@ -64,11 +64,17 @@ struct Migrator: Sendable {
         }
     }
 
-    /// Every migration known to the directory or the database, by version.
+    /// Every migration known to the directory or the database, by version. Reads only (the
+    /// runtime account, which may not create tables, can ask too): no `schema_migrations`
+    /// table yet means nothing is applied.
     func status(using db: DatabaseConnection) throws(DatabaseError) -> [MigrationStatus] {
         let files = try MigrationFile.load(directory: directory)
-        try createTable(db)
-        let applied = try appliedRows(db)
+        let applied: [Int: AppliedRow]
+        do {
+            applied = try appliedRows(db)
+        } catch where error.errno == 1146 {
+            applied = [:]
+        }
         var result: [MigrationStatus] = []
         for file in files {
             let state: MigrationStatus.State

@@ -30,6 +30,9 @@ struct CurlHTTPClient: Sendable {
     /// Bodies beyond this fail the call (a history page is well under 1 MiB).
     var maxResponseBytes = 4 << 20
     var userAgent = "FCGIBilling"
+    /// Plain HTTP too (the doctor's look at the local nginx); every outgoing call to a
+    /// provider stays HTTPS only.
+    var allowsPlainHTTP = false
 
     init(timeoutMilliseconds: Int, connectTimeoutMilliseconds: Int, caFile: String?) {
         self.timeoutMilliseconds = timeoutMilliseconds
@@ -55,7 +58,7 @@ struct CurlHTTPClient: Sendable {
         let context = Unmanaged.passUnretained(sink).toOpaque()
         var ok = true
         ok = ok && ccurl_setopt_string(handle, CURLOPT_URL, url) == CURLE_OK
-        ok = ok && ccurl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "https") == CURLE_OK
+        ok = ok && ccurl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, allowsPlainHTTP ? "http,https" : "https") == CURLE_OK
         ok = ok && ccurl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0) == CURLE_OK
         ok = ok && ccurl_setopt_long(handle, CURLOPT_NOSIGNAL, 1) == CURLE_OK
         ok = ok && ccurl_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds) == CURLE_OK
