@@ -211,6 +211,30 @@ class Confirmation(unittest.TestCase):
             self.assertRegex(output, r"users\.import \[#+-*\] 400/400")
 
 
+class RetryQuarantined(unittest.TestCase):
+    def test_every_open_row_once_and_the_job_ends_though_they_still_fail(self):
+        # Rows a replay cannot resolve (not JSON): retried once each, then the job ends —
+        # paging by id, not by "the first open rows", which would be the same rows forever.
+        tag = uuid.uuid4().hex
+        values = ", ".join(
+            f"('apple_notification', 'bundle_mismatch', SHA2('{tag}-{i}', 256), 'not json {tag}', NOW(3), NOW(3))" for i in range(7))
+        sql("INSERT INTO billing_quarantine (provider, reason, payload_sha256, payload, received_at, last_received_at) VALUES "
+            + values)
+        mine = [int(r[0]) for r in sql(f"SELECT id FROM billing_quarantine WHERE payload LIKE '%{tag}%' ORDER BY id")]
+        self.assertEqual(len(mine), 7)
+        before = {int(r[0]): int(r[1]) for r in sql(
+            "SELECT id, retry_count FROM billing_quarantine WHERE id IN (" + ",".join(map(str, mine)) + ")")}
+        r = admin("--json", "events.retryQuarantined", "--all", "true", "--limit", "3", "--actor", ACTOR,
+                  "--afterId", str(mine[0] - 1))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        summary = json.loads(r.stdout.splitlines()[-1])
+        self.assertGreaterEqual(summary["rows"], 7)
+        after = {int(r[0]): int(r[1]) for r in sql(
+            "SELECT id, retry_count FROM billing_quarantine WHERE id IN (" + ",".join(map(str, mine)) + ")")}
+        for row in mine:
+            self.assertEqual(after[row], before[row] + 1, f"row {row} retried exactly once")
+
+
 class ListAll(unittest.TestCase):
     def test_every_page_of_the_audit(self):
         reply = rpc("grandfather.audit", {"limit": 2})

@@ -34,9 +34,9 @@ extension RPCMethodRegistry where Context: EventRPCContext {
         }
         register("events.retryQuarantined",
                  summary: "Re-run quarantined deliveries (after fixing trust or secrets) through their provider's replayer; one outcome per row",
-                 params: "{ids?: [integer] | all?: true, limit?: 1..1000 (100), actor}") { request, context in
+                 params: "{ids?: [integer] | all?: true, afterId?: integer (with all: open rows after this id, to page), limit?: 1..1000 (100), actor} → {results, replayers, nextAfterId (all: the last id looked at; null once no open row is left after it)}") { request, context in
             let p = request.params
-            try p.expectOnly("ids", "all", "limit", "actor")
+            try p.expectOnly("ids", "all", "afterId", "limit", "actor")
             let actor = try p.requireActor()
             let all = try p.optionalBool("all") ?? false
             let idValues = try p.optionalArray("ids")
@@ -54,9 +54,18 @@ extension RPCMethodRegistry where Context: EventRPCContext {
                 throw RPCError.invalidParams("give \"ids\" or \"all\": true", field: "ids")
             }
             let limit = try p.optionalInt("limit", in: 1...1000) ?? 100
-            let results = try replayers.retry(ids: ids, limit: limit, actor: actor,
-                                              now: context.clock.now(), on: try context.requireDatabase())
-            return ["results": .array(results), "replayers": .array(replayers.providers.map(JSON.string))]
+            let afterId = try p.optionalInt("afterId", in: 0...Int.max)
+            if afterId != nil, !all { throw RPCError.invalidParams("\"afterId\" pages \"all\": true", field: "afterId") }
+            let db = try context.requireDatabase()
+            let results = try replayers.retry(ids: ids, afterId: afterId.map(UInt64.init) ?? 0, limit: limit, actor: actor,
+                                              now: context.clock.now(), on: db)
+            var answer: JSONObject = ["results": .array(results), "replayers": .array(replayers.providers.map(JSON.string))]
+            if all {
+                // Paging by id: a row still failing stays open, so the next page starts after it.
+                let last = results.compactMap { $0["id"]?.int64Value }.max()
+                answer["nextAfterId"] = results.count < limit ? .null : last.map(JSON.int) ?? .null
+            }
+            return .object(answer)
         }
     }
 }

@@ -50,12 +50,14 @@ struct QuarantineReplayers: Sendable {
 
     var providers: [String] { byProvider.keys.sorted() }
 
-    /// Re-runs the quarantine rows `ids`, in the order given (nil: all open rows, oldest
-    /// first, at most `limit`). Each row is its own unit: one failing replay does not stop
+    /// Re-runs the quarantine rows `ids`, in the order given (nil: the open rows after
+    /// `afterId`, oldest first, at most `limit`). Each row is its own unit: one failing replay does not stop
     /// the others, and a row's replay is one transaction (`retry(id:...)`).
-    func retry(ids: [UInt64]?, limit: Int, actor: String, now: Timestamp,
+    func retry(ids: [UInt64]?, afterId: UInt64 = 0, limit: Int, actor: String, now: Timestamp,
                       on db: DatabaseConnection) throws -> [JSON] {
-        let targets = try ids ?? db.query("SELECT id FROM billing_quarantine WHERE resolved_at IS NULL ORDER BY id LIMIT \(limit)")
+        let targets = try ids ?? db.query("""
+            SELECT id FROM billing_quarantine WHERE resolved_at IS NULL AND id > \(afterId) ORDER BY id LIMIT \(limit)
+            """)
             .map { (row) throws(DatabaseError) -> UInt64 in try row.uint64("id") }
         return try targets.map { id in try retry(id: id, actor: actor, now: now, on: db) }
     }
