@@ -16,8 +16,9 @@ CONFIG = os.path.join(VAR_DIR, "billing.json")
 SQL = os.path.join(REPO, "sql")
 
 
-def doctor(config=CONFIG, sql_dir=SQL, url=HTTP_BASE, env=None):
-    args = [os.path.join(BIN_DIR, "billing-rpc"), "doctor", "--config", config, "--sql-dir", sql_dir, "--json"]
+def doctor(config=CONFIG, sql_dir=SQL, url=HTTP_BASE, env=None, extra=(), prefix=()):
+    args = [*prefix, os.path.join(BIN_DIR, "billing-rpc"), "doctor", "--config", config, "--sql-dir", sql_dir, "--json",
+            *extra]
     if url:
         args += ["--url", url]
     environment = {k: v for k, v in os.environ.items() if not k.startswith("BILLING__")}
@@ -108,6 +109,21 @@ class Doctor(unittest.TestCase):
         status, checks, _ = doctor(sql_dir=pending)
         self.assert_only_failing(checks, "migrations", status)
         self.assertIn("pending", checks["migrations"]["detail"])
+
+    def test_a_datadir_short_of_space(self):
+        # The threshold is the operator's: one larger than the disk makes any datadir short.
+        status, checks, _ = doctor(extra=["--min-free-bytes", str(1 << 62)])
+        self.assert_only_failing(checks, "disk space", status)
+
+    def test_a_clock_that_drifted(self):
+        # This process's clock moved a minute ahead (libfaketime); the database's did not.
+        status, checks, r = doctor(prefix=["faketime", "-f", "+60s"])
+        self.assertEqual(status, 1)
+        self.assertFalse(checks["clock"]["ok"], checks["clock"])
+        self.assertIn("NTP", checks["clock"]["fix"])
+        # The workers' published state now looks a minute old too: that one may fail with it.
+        failing = sorted(n for n, c in checks.items() if not c["ok"])
+        self.assertIn(failing, (["clock"], ["clock", "workers"]))
 
     def test_no_worker_up(self):
         empty = os.path.join(self.tmp, "metrics")

@@ -43,7 +43,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 STACK_PACKAGES=(pkg-config libfcgi-dev libmariadb-dev libssl-dev libjansson-dev libcurl4-openssl-dev
                 mariadb-server mariadb-client nginx-light wrk curl python3 python3-venv openssl procps tzdata
-                libfcgi-bin systemd)
+                libfcgi-bin systemd faketime)
 
 ensure_packages() {
     local missing=() p

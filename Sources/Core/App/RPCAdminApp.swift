@@ -208,6 +208,7 @@ public enum RPCAdminApp {
 
     static let doctorUsage = """
         usage: billing-rpc doctor --config FILE --sql-dir DIR [--url NGINX_BASE_URL] [--json]
+                                  [--min-free-bytes N (1 GiB)] [--max-clock-skew-ms N (2000)]
 
         Checks the installation, one line each, ✓ or ✗ with the fix: the configuration, the secret
         files (readable here, by no one else), the database (reachable, the runtime account's grants),
@@ -220,6 +221,7 @@ public enum RPCAdminApp {
 
     static func doctor(_ arguments: [String], environment: [String: String]) -> Int32 {
         var config: String?, sqlDir: String?, url: String?, asJSON = false
+        var minimumFree: UInt64?, maxSkew: Int64?
         var rest = arguments[...]
         while let argument = rest.popFirst() {
             switch argument {
@@ -227,6 +229,14 @@ public enum RPCAdminApp {
             case "--sql-dir": sqlDir = rest.popFirst()
             case "--url": url = rest.popFirst()
             case "--json": asJSON = true
+            case "--min-free-bytes":
+                guard let value = rest.popFirst().flatMap({ UInt64($0) }) else { return fail("--min-free-bytes takes a number", status: 64) }
+                minimumFree = value
+            case "--max-clock-skew-ms":
+                guard let value = rest.popFirst().flatMap({ Int64($0) }), value >= 0 else {
+                    return fail("--max-clock-skew-ms takes a number", status: 64)
+                }
+                maxSkew = value
             case "-h", "--help":
                 print(doctorUsage, terminator: "")
                 return 0
@@ -234,7 +244,10 @@ public enum RPCAdminApp {
             }
         }
         guard let sqlDir else { return fail("--sql-dir is required\n\n\(doctorUsage)", status: 64) }
-        let checks = Doctor(configPath: config, environment: environment, sqlDirectory: sqlDir, url: url).run()
+        var doctor = Doctor(configPath: config, environment: environment, sqlDirectory: sqlDir, url: url)
+        if let minimumFree { doctor.minimumFreeBytes = minimumFree }
+        if let maxSkew { doctor.maxClockSkewMilliseconds = maxSkew }
+        let checks = doctor.run()
         if asJSON {
             print(JSON.array(checks.map(\.json)).serializedString())
         } else {
