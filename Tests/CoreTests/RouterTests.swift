@@ -132,4 +132,19 @@ private struct UnmappedConvertible: APIErrorConvertible {
         #expect(APIError.internalError.status.code == 500)
         #expect(APIError.internalError.code == "internal")
     }
+
+    /// Galera: a node outside the primary component refuses statements with 1047, and a
+    /// certification conflict surfaces as 1213 at COMMIT. Both are retryable (503, and the
+    /// JSON-RPC "unavailable" code), never the generic 500 (docs/scaling.md).
+    @Test func galeraErrorsAreRetryable() {
+        for errno: UInt32 in [1047, 1180, 1213, 1205, 2002, 2013] {
+            let error = DatabaseError(kind: DatabaseError.kind(forErrno: errno), errno: errno)
+            #expect(error.apiError?.status.code == 503, "errno \(errno)")
+            #expect(error.rpcError.code == RPCError.Code.unavailable, "errno \(errno)")
+        }
+        let refused = DatabaseError(kind: DatabaseError.kind(forErrno: 1047), errno: 1047)
+        #expect(refused.isUnavailable)
+        #expect(!refused.dropsConnection, "the node answers again once it rejoins: keep the connection")
+        #expect(DatabaseError(kind: DatabaseError.kind(forErrno: 1213), errno: 1213).isDeadlockOrLockWait)
+    }
 }

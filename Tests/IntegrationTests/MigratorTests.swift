@@ -72,6 +72,14 @@ private final class TemporarySQLDirectory {
                 WHERE table_schema = DATABASE() AND data_type IN ('datetime', 'timestamp') AND datetime_precision <> 3
                 """)
             #expect(try datetimes.map { try $0.string("name") } == [])
+            // Galera applies row events by primary key (docs/scaling.md): no table without one.
+            let withoutPrimaryKey = try db.query("""
+                SELECT t.table_name AS name FROM information_schema.tables t
+                LEFT JOIN information_schema.table_constraints k ON k.table_schema = t.table_schema
+                  AND k.table_name = t.table_name AND k.constraint_type = 'PRIMARY KEY'
+                WHERE t.table_schema = DATABASE() AND t.table_type = 'BASE TABLE' AND k.constraint_name IS NULL
+                """)
+            #expect(try withoutPrimaryKey.map { try $0.string("name") } == [])
         }
     }
 

@@ -29,11 +29,13 @@ struct DatabaseError: Error, Sendable, CustomStringConvertible, CustomDebugStrin
         fileprivate let code: Code
         private init(_ code: Code) { self.code = code }
 
-        /// The server cannot be reached or the connection was lost (map to 503; retry later).
+        /// The server cannot be reached or the connection was lost, or (Galera) the node is
+        /// not part of the primary component and refuses statements (1047): map to 503, retry later.
         static let unavailable = Kind(.unavailable)
         /// A UNIQUE or PRIMARY KEY already holds the value (1062, 1586).
         static let duplicateKey = Kind(.duplicateKey)
-        /// InnoDB chose this transaction as a deadlock victim (1213).
+        /// InnoDB chose this transaction as a deadlock victim (1213); on Galera also a write set
+        /// that failed certification at COMMIT or was aborted by a replicated one.
         static let deadlock = Kind(.deadlock)
         /// A row lock was not granted within `innodb_lock_wait_timeout` (1205).
         static let lockWaitTimeout = Kind(.lockWaitTimeout)
@@ -110,6 +112,12 @@ extension DatabaseError {
         case 2001, 2002, 2003, 2004, 2005, 2006, 2011, 2012, 2013, 2026, 2048, 2055,
              1040, 1053, 1077, 1152, 1153, 1154, 1155, 1156, 1158, 1159, 1160, 1161, 1927, 1969:
             return .unavailable
+        // Galera: "WSREP has not yet prepared node for application use" (wsrep_ready OFF: a
+        // node cut off in a minority partition, or still joining). The connection is fine and
+        // the node answers again once it rejoins the primary component (docs/scaling.md).
+        // 1180 "error during COMMIT": there, a commit the node could not replicate because
+        // it lost the primary component while the transaction ran. Neither committed.
+        case 1047, 1180: return .unavailable
         case 1062, 1586: return .duplicateKey
         case 1213: return .deadlock
         case 1205: return .lockWaitTimeout

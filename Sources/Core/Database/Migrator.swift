@@ -1,3 +1,5 @@
+import Glibc
+
 /// A migration the runner applied.
 struct AppliedMigration: Sendable, Equatable {
     let version: Int
@@ -25,7 +27,11 @@ struct MigrationStatus: Sendable, Equatable {
 /// `schema_migrations` with its SHA-256. Running it again is a no-op; an applied file whose
 /// content changed, a gap or a duplicate number stops it with an error naming the file.
 ///
-/// Two processes migrating at once serialize on the named lock `billing_migrations`.
+/// Two processes migrating at once serialize on the named lock `billing_migrations`. On a
+/// Galera cluster (`wsrep_on`) that lock is local to one node, so the runner also claims the
+/// one row of `schema_migrations_lock` (a lease written with an autocommit UPDATE: two nodes
+/// claiming at once touch the same key and certification lets only one commit) and refuses
+/// to run unless DDL replicates in total order (`wsrep_OSU_method = TOI`): docs/scaling.md.
 /// MariaDB commits DDL implicitly, so a file is not atomic: a file that fails halfway is not
 /// recorded and must be repaired by hand (write DDL that fails early, one concern per file).
 /// Files are sent whole as one multi-statement batch (`CLIENT_MULTI_STATEMENTS` for that
@@ -35,9 +41,13 @@ struct Migrator: Sendable {
     /// Seconds to wait for another process's migration run to finish.
     var lockTimeoutSeconds: Int
 
-    init(directory: String, lockTimeoutSeconds: Int = 30) {
+    /// Seconds a cluster claim stays valid if its runner dies without releasing it.
+    var leaseSeconds: Int
+
+    init(directory: String, lockTimeoutSeconds: Int = 30, leaseSeconds: Int = 900) {
         self.directory = directory
         self.lockTimeoutSeconds = lockTimeoutSeconds
+        self.leaseSeconds = leaseSeconds
     }
 
     /// Applies every pending migration; returns those applied by this call (empty when up to date).
@@ -141,6 +151,68 @@ struct Migrator: Sendable {
             throw DatabaseError.migration("another process holds the migration lock (waited \(lockTimeoutSeconds) s)")
         }
         defer { _ = try? db.query("SELECT RELEASE_LOCK('billing_migrations')") }
+        guard try Self.isClusterNode(db) else { return try body() }
+        return try withClusterLease(db, body)
+    }
+
+    /// Whether the session replicates through Galera (`wsrep_on`; absent on a server built
+    /// without wsrep).
+    static func isClusterNode(_ db: DatabaseConnection) throws(DatabaseError) -> Bool {
+        let row = try db.queryOne("""
+            SELECT VARIABLE_VALUE AS value FROM information_schema.SESSION_VARIABLES WHERE VARIABLE_NAME = 'WSREP_ON'
+            """)
+        return try row?.string("value").uppercased() == "ON"
+    }
+
+    /// The cluster-wide guard: DDL must replicate in total order (TOI; under RSU it would
+    /// change this node only), and one runner at a time holds the lease row.
+    private func withClusterLease<R>(_ db: DatabaseConnection, _ body: () throws(DatabaseError) -> R) throws(DatabaseError) -> R {
+        let method = try db.queryOne("""
+            SELECT VARIABLE_VALUE AS value FROM information_schema.SESSION_VARIABLES WHERE VARIABLE_NAME = 'WSREP_OSU_METHOD'
+            """)?.string("value") ?? "TOI"
+        guard method.uppercased() == "TOI" else {
+            throw DatabaseError.migration("wsrep_OSU_method is \(method) on this Galera node: migrations need TOI so every node applies the DDL in the same order (docs/scaling.md)")
+        }
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS schema_migrations_lock (
+              id TINYINT UNSIGNED NOT NULL COMMENT 'Always 1: the one lease row',
+              holder VARCHAR(191) NULL COMMENT 'The migration run holding the lease (host, pid, random), NULL when free',
+              expires_at DATETIME(3) NULL COMMENT 'When a run that died without releasing the lease loses it (UTC)',
+              PRIMARY KEY (id)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+              COMMENT='The migration runner''s cluster-wide lease on Galera, where GET_LOCK is local to one node'
+            """)
+        do {
+            try db.execute("INSERT IGNORE INTO schema_migrations_lock (id) VALUES (1)")
+        } catch where error.isDeadlockOrLockWait {
+            // Another runner inserted the row at the same instant: it exists now.
+        }
+        var hostname = [UInt8](repeating: 0, count: 256)
+        gethostname(&hostname, hostname.count - 1)
+        let host = String(decoding: hostname.prefix { $0 != 0 }, as: UTF8.self)
+        let holder = "\(host) pid \(getpid()) \(UInt64.random(in: 1...UInt64.max))"
+        let deadline = ContinuousClock.now.advanced(by: .seconds(lockTimeoutSeconds))
+        while true {
+            // One autocommit UPDATE: a claim racing another node's fails certification (1213)
+            // or, retried by the server, finds the row taken.
+            let claimed: Bool
+            do {
+                claimed = try db.execute("""
+                    UPDATE schema_migrations_lock SET holder = \(holder), expires_at = UTC_TIMESTAMP(3) + INTERVAL \(leaseSeconds) SECOND
+                    WHERE id = 1 AND (holder IS NULL OR expires_at < UTC_TIMESTAMP(3))
+                    """).affectedRows == 1
+            } catch where error.isDeadlockOrLockWait {
+                claimed = false
+            }
+            if claimed { break }
+            if ContinuousClock.now >= deadline {
+                throw DatabaseError.migration("another migration run holds the cluster lease (schema_migrations_lock; waited \(lockTimeoutSeconds) s)")
+            }
+            usleep(200_000)
+        }
+        defer {
+            _ = try? db.execute("UPDATE schema_migrations_lock SET holder = NULL, expires_at = NULL WHERE id = 1 AND holder = \(holder)")
+        }
         return try body()
     }
 }
