@@ -27,10 +27,12 @@ class Response:
         return f"<{self.status} {self.body[:200]!r}>"
 
 
-def request(method, path, body=None, headers=None, timeout=10):
-    """One HTTP request on a fresh connection; returns Response (never raises on 4xx/5xx)."""
+def request(method, path, body=None, headers=None, timeout=10, source=None):
+    """One HTTP request on a fresh connection, from SOURCE (an address of this host) when
+    given; returns Response (never raises on 4xx/5xx)."""
     url = urllib.parse.urlsplit(HTTP_BASE)
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout,
+                                      source_address=(source, 0) if source else None)
     try:
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()

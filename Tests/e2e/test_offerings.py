@@ -65,6 +65,12 @@ def paywall(user, type_, placement, offering=None, event_id=None, **extra):
     return r.json()
 
 
+def post_transaction(user, payload):
+    """The app posting a StoreKit 2 transaction (POST /billing/apple/transactions)."""
+    return request("POST", "/api/v1/billing/apple/transactions", body={"signedTransaction": E.chain().sign(payload)},
+                   headers={"Authorization": "Bearer " + E.token(user)})
+
+
 def dismiss(user, offering, placement="onboarding", event_id=None):
     return paywall(user, "dismiss", placement, offering, event_id)
 
@@ -205,8 +211,7 @@ class ResetOnPurchase(unittest.TestCase):
             original = E.apple_transaction_id()
             t = E.apple_transaction(user, original, original, purchase=purchased, expires=E.now_ms() + 30 * E.DAY,
                                     signed=E.now_ms(), product=product)
-            r = request("POST", "/api/v1/billing/apple/transactions", body={"signedTransaction": E.chain().sign(t)},
-                        headers={"Authorization": "Bearer " + E.token(user)})
+            r = post_transaction(user, t)
             assert r.status == 200, r
 
     def test_a_confirmed_purchase_resets_the_ladder_by_each_provider(self):
@@ -268,8 +273,7 @@ class TrialEligibility(unittest.TestCase):
         t = E.apple_transaction(user, original, original, purchase=E.now_ms(), expires=E.now_ms() + 30 * E.DAY,
                                 signed=E.now_ms(), product="com.example.plus.monthly", offerType=1,
                                 offerDiscountType="PAY_AS_YOU_GO")
-        r = request("POST", "/api/v1/billing/apple/transactions", body={"signedTransaction": E.chain().sign(t)},
-                    headers={"Authorization": "Bearer " + E.token(user)})
+        r = post_transaction(user, t)
         self.assertEqual(r.status, 200, r)
         self.assert_group_spent(user)
 
@@ -294,8 +298,7 @@ class PurchaseSwitch(unittest.TestCase):
             original = E.apple_transaction_id()
             t = E.apple_transaction(user, original, original, purchase=E.now_ms(), expires=E.now_ms() + 30 * E.DAY,
                                     signed=E.now_ms())
-            r = request("POST", "/api/v1/billing/apple/transactions", body={"signedTransaction": E.chain().sign(t)},
-                        headers={"Authorization": "Bearer " + E.token(user)})
+            r = post_transaction(user, t)
             self.assertEqual(r.status, 403)
             self.assertEqual(r.json()["error"]["code"], "purchases_disabled")
             self.assertIsNone(E.inbox_row("apple_transaction", original), "nothing recorded")

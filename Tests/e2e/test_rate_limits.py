@@ -6,15 +6,12 @@ bound to 127.0.0.2 reaches the 127.0.0.1 listener and nginx sees $remote_addr 12
 The zones' bursts are read from the rendered nginx.conf, and every burst sent is far beyond
 (or far below) what a zone allows, so nothing depends on timing: a zone refills at its rate
 while a test runs, which only ever lets a few more requests through."""
-import http.client
-import json
 import os
 import re
 import unittest
-import urllib.parse
 import uuid
 
-from billing import HTTP_BASE, VAR_DIR, Response, request, script
+from billing import VAR_DIR, request, script
 
 LIMITED = "127.0.0.2"   # any loopback address but 127.0.0.1
 
@@ -33,18 +30,7 @@ def burst(zone):
 
 def send(method, path, source=None, body=None, headers=None):
     """One request on a fresh connection, from SOURCE (an address of this host) when given."""
-    url = urllib.parse.urlsplit(HTTP_BASE)
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10,
-                                      source_address=(source, 0) if source else None)
-    try:
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body).encode()
-            headers = {"Content-Type": "application/json", **(headers or {})}
-        conn.request(method, path, body=body, headers=headers or {})
-        r = conn.getresponse()
-        return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
-    finally:
-        conn.close()
+    return request(method, path, body=body, headers=headers, source=source)
 
 
 def bearer(user=None):

@@ -25,9 +25,13 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
-import time
 import unittest
+
+# The e2e helpers (root's SQL on the test stack's socket, polling) serve here too.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+from billing import sql, wait_until  # noqa: E402
 
 VAR_DIR = os.environ["BILLING_VAR_DIR"]
 DB_PORT = int(os.environ["BILLING_DB_PORT"])
@@ -36,21 +40,6 @@ UNITS = "/lib/systemd/system"
 ADMIN_SOCKET = "/run/fcgibilling-rpc/billing-rpc.sock"
 SECRETS = ["db-password", "db-migrator-password", "revenuecat-webhook-secret"]
 STRANGER, OPERATOR = "billing-pkg-stranger", "billing-pkg-operator"
-
-
-def wait_until(predicate, seconds, interval=0.1):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
-
-
-def sql(statement):
-    r = subprocess.run(["mariadb", "--no-defaults", "--protocol=socket", "-S", DB_SOCKET, "-uroot", "-N", "-B", "billing",
-                        "-e", statement], capture_output=True, text=True, timeout=30, check=True)
-    return [line.split("\t") for line in r.stdout.splitlines()]
 
 
 def unit_values(unit, key):

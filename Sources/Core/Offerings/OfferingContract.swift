@@ -204,10 +204,10 @@ struct OfferingContract: Sendable, Equatable {
         return Product(productId: productId, introOffer: intro, promotionalOffer: promotional)
     }
 
-    /// Contract ids: what `PaywallEvents` accepts as a placement, 1 to 64 characters.
-    static func isId(_ text: String) -> Bool { PaywallEvents.isToken(text, maxLength: 64) }
+    /// Contract ids: what a paywall event accepts as a placement or offering, 1 to 64 characters.
+    static func isId(_ text: String) -> Bool { ClientToken.isValid(text, maxLength: 64) }
 
-    private static func isProductId(_ text: String) -> Bool { PaywallEvents.isToken(text, maxLength: 191) }
+    private static func isProductId(_ text: String) -> Bool { ClientToken.isValid(text, maxLength: 191) }
 
     /// P<n>D, P<n>W, P<n>M or P<n>Y with n in 1...999.
     private static func isPeriod(_ text: String) -> Bool {

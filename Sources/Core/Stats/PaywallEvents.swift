@@ -92,15 +92,15 @@ enum PaywallEvents {
         let type = try field(object, "type", required: true)!
         guard types.contains(type) else { throw .badRequest("\"type\" must be view, dismiss or purchase") }
         let placement = try field(object, "placement", required: true)!
-        guard isToken(placement, maxLength: 64) else {
+        guard ClientToken.isValid(placement, maxLength: 64) else {
             throw .badRequest("\"placement\" must be 1 to 64 characters among letters, digits and . _ : -")
         }
         let eventId = try field(object, "eventId", required: true)!
-        guard isToken(eventId, maxLength: 128) else {
+        guard ClientToken.isValid(eventId, maxLength: 128) else {
             throw .badRequest("\"eventId\" must be 1 to 128 characters among letters, digits and . _ : -")
         }
         let offering = try field(object, "offering", required: type == "dismiss")
-        if let offering, !isToken(offering, maxLength: 64) {
+        if let offering, !ClientToken.isValid(offering, maxLength: 64) {
             throw .badRequest("\"offering\" must be 1 to 64 characters among letters, digits and . _ : -")
         }
         let result = try field(object, "result", required: false)
@@ -125,13 +125,6 @@ enum PaywallEvents {
         }
         guard let text = value.stringValue else { throw .badRequest("\"\(key)\" must be a string") }
         return text
-    }
-
-    static func isToken(_ text: String, maxLength: Int) -> Bool {
-        guard !text.isEmpty, text.utf8.count <= maxLength else { return false }
-        return text.utf8.allSatisfy { c in
-            (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 46 || c == 95 || c == 58 || c == 45
-        }
     }
 
     /// Rows received before this are past the retention.
