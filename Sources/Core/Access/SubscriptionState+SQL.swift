@@ -32,7 +32,10 @@ extension SubscriptionState {
                   lastEventAt: try row.timestamp("last_event_at"))
     }
 
-    func insert(userId: String, on db: DatabaseConnection) throws(DatabaseError) {
+    /// Writes this subscription's row for `userId`: inserted, or its columns replaced in
+    /// place when the row exists (one statement either way, and no delete-and-insert churn
+    /// in the table's indexes on every renewal).
+    func store(userId: String, on db: DatabaseConnection) throws(DatabaseError) {
         try db.execute("""
             INSERT INTO billing_subscriptions (user_id, subscription_id, provider, platform, environment, product_id, tier,
               phase, will_renew, in_trial_period, purchased_at, expires_at, grace_expires_at, trial_starts_at, trial_ends_at,
@@ -41,6 +44,13 @@ extension SubscriptionState {
               \(tier?.rawValue), \(phase.rawValue), \(willRenew), \(inTrialPeriod), \(purchasedAt), \(expiresAt),
               \(graceExpiresAt), \(trialStartsAt), \(trialEndsAt), \(pendingChange?.productId), \(pendingChange?.tier?.rawValue),
               \(pendingChange?.effectiveAt), \(expiresBeforeRevocation), \(lastEventAt))
+            ON DUPLICATE KEY UPDATE provider = VALUES(provider), platform = VALUES(platform), environment = VALUES(environment),
+              product_id = VALUES(product_id), tier = VALUES(tier), phase = VALUES(phase), will_renew = VALUES(will_renew),
+              in_trial_period = VALUES(in_trial_period), purchased_at = VALUES(purchased_at), expires_at = VALUES(expires_at),
+              grace_expires_at = VALUES(grace_expires_at), trial_starts_at = VALUES(trial_starts_at),
+              trial_ends_at = VALUES(trial_ends_at), pending_product_id = VALUES(pending_product_id),
+              pending_tier = VALUES(pending_tier), pending_effective_at = VALUES(pending_effective_at),
+              expires_before_revocation = VALUES(expires_before_revocation), last_event_at = VALUES(last_event_at)
             """)
     }
 }
