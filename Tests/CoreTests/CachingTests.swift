@@ -143,4 +143,40 @@ import Testing
         #expect(Cadence.inferred(fromProductId: "") == nil)
         #expect(Cadence.inferred(fromProductId: "wee") == nil)
     }
+
+    // MARK: Rendered snapshots
+
+    private static func paying(expires: Timestamp) -> StoreProjection {
+        StoreProjection(subscriptions: [SubscriptionState(subscriptionId: "s1", provider: .revenuecat, productId: "pro.monthly",
+                                                          tier: .pro, phase: .active, willRenew: true, expiresAt: expires,
+                                                          lastEventAt: now)])
+    }
+
+    /// Every answer is byte for byte jansson's text of the snapshot at its own instant,
+    /// whether it was rendered or reused; a reuse happens only when nothing but the time
+    /// changed, and any other change (expiry passing, a new revision, a balance) renders anew.
+    @Test func renderedSnapshotIsReusedOnlyWhenNothingButTheTimeChanged() {
+        let cache = SnapshotCache(capacity: 10)
+        let expires = Self.now.adding(seconds: 60)
+        func snapshot(at seconds: Int64, revision: UInt64 = 1) -> AccessSnapshot {
+            AccessSnapshot(userId: "u", revision: revision, projection: Self.paying(expires: expires),
+                           now: Self.now.adding(seconds: seconds).adding(milliseconds: seconds * 7))
+        }
+        for (seconds, revision) in [(0, 1), (1, 1), (1, 1), (2, 2), (30, 2), (61, 2), (62, 2), (70, 3)] as [(Int64, UInt64)] {
+            let s = snapshot(at: seconds, revision: revision)
+            #expect(cache.body(for: s) == s.json.serialized(), "at +\(seconds) s, revision \(revision)")
+        }
+        // Direct: the same document at another time is reused, with the new time in place;
+        // another document (the expiry passed: phase and tier differ) is not.
+        let first = snapshot(at: 0), later = snapshot(at: 30), lapsed = snapshot(at: 61)
+        let rendered = RenderedSnapshot(document: first.timelessJSON, serverTime: first.serverTime.iso8601)
+        #expect(rendered.body == first.json.serialized())
+        #expect(rendered.body(for: later.timelessJSON, serverTime: later.serverTime.iso8601) == later.json.serialized())
+        #expect(rendered.body(for: lapsed.timelessJSON, serverTime: lapsed.serverTime.iso8601) == nil)
+        var other = later
+        other.revision = 9
+        #expect(rendered.body(for: other.timelessJSON, serverTime: other.serverTime.iso8601) == nil)
+        // A time of another width (a year past 9999 cannot be written in 24 characters) is never patched in.
+        #expect(rendered.body(for: later.timelessJSON, serverTime: later.serverTime.iso8601 + "0") == nil)
+    }
 }

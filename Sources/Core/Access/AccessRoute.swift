@@ -17,7 +17,7 @@ enum AccessRoute {
         let cadence = context.catalog.cadence(of:)
         if let snapshot = try cached(userId: userId, now: now, cadence: cadence, context: context, on: db) {
             context.activity.noteSeen(userId, now: now, on: db)
-            return snapshotResponse(snapshot)
+            return snapshotResponse(snapshot, cache: context.snapshots)
         }
         var snapshot = try loadWithQuota(userId: userId, now: now, cadence: cadence, context: context, on: db)
         if snapshot == nil || snapshot?.unclaimed == true {
@@ -29,7 +29,7 @@ enum AccessRoute {
         }
         guard let snapshot else { throw APIError.unavailable() }
         context.activity.noteSeen(userId, now: now, on: db)
-        return snapshotResponse(snapshot)
+        return snapshotResponse(snapshot, cache: context.snapshots)
     }
 
     /// The snapshot from the process's cache when the user's `snapshot_version` is still
@@ -74,9 +74,9 @@ enum AccessRoute {
         return snapshot
     }
 
-    static func snapshotResponse(_ snapshot: AccessSnapshot) -> HTTPResponse {
-        var response = HTTPResponse.json(.ok, snapshot.json)
-        response.headers["Cache-Control"] = "no-store"
-        return response
+    /// The snapshot as the route answers it; its text comes from `cache` (`RenderedSnapshot`).
+    static func snapshotResponse(_ snapshot: AccessSnapshot, cache: SnapshotCache) -> HTTPResponse {
+        HTTPResponse(status: .ok, headers: ["Content-Type": "application/json", "Cache-Control": "no-store"],
+                     body: cache.body(for: snapshot))
     }
 }

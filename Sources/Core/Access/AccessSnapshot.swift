@@ -85,7 +85,17 @@ struct AccessSnapshot: Sendable, Equatable {
         return source == "none" ? .none : .active
     }
 
+    /// The document `GET /billing/access` answers: `timelessJSON` and, last, `serverTime`.
     var json: JSON {
+        var object = timelessJSON
+        object["serverTime"] = .string(serverTime.iso8601)
+        return .object(object)
+    }
+
+    /// Every member of `json` but `serverTime` (still judged at `serverTime`: phase, trial,
+    /// balances): two reads whose timeless documents are equal answer the same but for the
+    /// time (`RenderedSnapshot`).
+    var timelessJSON: JSONObject {
         var object: JSONObject = [
             "userId": .string(userId),
             "tier": .string(tier.rawValue),
@@ -124,7 +134,6 @@ struct AccessSnapshot: Sendable, Equatable {
             object["enforcement"] = .string(quota.enforcement.rawValue)
         }
         object["revision"] = .int(Int64(revision))
-        object["serverTime"] = .string(serverTime.iso8601)
-        return .object(object)
+        return object
     }
 }

@@ -48,10 +48,23 @@ final class SnapshotCache: Sendable {
     }
 
     private let entries: BoundedCache<String, Entry>
+    private let renderings: BoundedCache<String, RenderedSnapshot>
 
     /// `capacity`: users per generation; 0 disables the cache.
     init(capacity: Int) {
         entries = BoundedCache(capacity: capacity)
+        renderings = BoundedCache(capacity: capacity)
+    }
+
+    /// The text of `snapshot`'s answer: the user's last rendering when it says the same
+    /// (`RenderedSnapshot`), otherwise a new one, kept for the next answer.
+    func body(for snapshot: AccessSnapshot) -> [UInt8] {
+        let document = snapshot.timelessJSON
+        let time = snapshot.serverTime.iso8601
+        if let last = renderings[snapshot.userId], let body = last.body(for: document, serverTime: time) { return body }
+        let rendered = RenderedSnapshot(document: document, serverTime: time)
+        renderings.store(rendered, for: snapshot.userId)
+        return rendered.body
     }
 
     /// The cached entry for `userId`, if any (not yet validated).
