@@ -320,4 +320,32 @@ import Testing
         #expect(second["http.status"] == 503)
         #expect(second["outcome"] == "unavailable")
     }
+
+    /// Buffered lines (the access log's) wait until a flush, a size limit, or any other line,
+    /// which they precede: the file keeps the order lines were given in. A reopen writes them
+    /// to the file they were meant for.
+    @Test func bufferedLinesKeepTheirOrderAndReachTheirFile() throws {
+        let path = "/tmp/fcgibilling-log-buffered-\(getpid()).log"
+        defer { unlink(path); unlink(path + ".1") }
+        let sink = try LogSink(path: path)
+        func line(_ text: String) -> [UInt8] { Array((text + "\n").utf8) }
+        func content(_ p: String = path) throws -> String { try FileIO.readString(p) }
+        sink.buffer(line("a1"))
+        sink.buffer(line("a2"))
+        #expect(try content() == "")
+        sink.write(line("w1"))
+        #expect(try content() == "a1\na2\nw1\n")
+        sink.buffer(line("a3"))
+        sink.flush()
+        #expect(try content() == "a1\na2\nw1\na3\n")
+        sink.buffer(line("a4"))
+        #expect(rename(path, path + ".1") == 0)
+        sink.reopen()
+        sink.write(line("w2"))
+        #expect(try content(path + ".1") == "a1\na2\nw1\na3\na4\n")
+        #expect(try content() == "w2\n")
+        let big = String(repeating: "x", count: LogSink.bufferedBytesLimit)
+        sink.buffer(line(big))
+        #expect(try content() == "w2\n" + big + "\n", "past the size limit the buffer is written at once")
+    }
 }

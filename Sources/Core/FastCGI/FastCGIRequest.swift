@@ -33,7 +33,18 @@ final class FastCGIRequest {
     }
 
     /// Flushes the response and closes the connection (nginx opens one per request).
+    ///
+    /// libfcgi's close is a lingering one: shut down the sending side, then wait (up to 2 s)
+    /// until the web server closes its end, reading whatever it still sends, so that a TCP
+    /// peer still sending is not answered with a reset that would discard the response. Once
+    /// FCGI_STDIN has been read to its end, nginx sends nothing more on the connection
+    /// (`fastcgi_keep_conn off`: it closes it on FCGI_END_REQUEST), so there is nothing to
+    /// linger for: the connection is closed at once (`FCGX_Detach` makes libfcgi skip the
+    /// shutdown, the poll and the read). That wait held the thread for a round trip through
+    /// nginx's event loop on every request (docs/performance.md). A request whose input was
+    /// not read to its end (a refused body beyond the drain limit) still lingers.
     func finish() {
+        if FCGX_HasSeenEOF(raw.pointee.in) != 0 { _ = FCGX_Detach(raw) }
         FCGX_Finish_r(raw)
     }
 

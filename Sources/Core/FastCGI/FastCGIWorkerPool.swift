@@ -54,6 +54,15 @@ final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, Proces
 
     /// Starts the threads. Block the handled signals first (`ProcessSignals`).
     func start() throws {
+        if let sink = accessLog?.sink {
+            // The access lines wait in the sink's buffer at most 100 ms, even when idle.
+            _ = PosixThread.detach { [self] in
+                while !stopping.load(ordering: .acquiring) {
+                    usleep(UInt32(LogSink.bufferedMillisecondsLimit * 1000))
+                    sink.flush()
+                }
+            }
+        }
         for index in 0..<configuration.threads {
             switch PosixThread.start({ [self] in runThread(index: index) }) {
             case .success(let thread):
@@ -89,6 +98,7 @@ final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, Proces
             return list
         }
         for thread in started { thread.join() }
+        accessLog?.sink.flush()
     }
 
     private func runThread(index: Int) {
@@ -181,20 +191,21 @@ final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, Proces
         let response: HTTPResponse
         let httpRequest = HTTPRequest(fastCGIParams: params, body: refusal == nil ? body : [], id: requestID)
         var outcome: String?
+        let pattern: String?
         if let refusal {
             body = []
             _ = connection.discard(upTo: configuration.maxDrainBytes)
             response = .error(refusal)
             outcome = refusal.code
+            pattern = metrics == nil && accessLog == nil ? nil : router.pattern(matching: httpRequest.path)
         } else {
             context.beginRequest(httpRequest)
-            response = router.respond(to: httpRequest, context: context)
+            (response, pattern) = router.route(httpRequest, context: context)
             outcome = context.outcome
         }
         connection.write(FastCGIResponseEncoder.encode(response, requestID: requestID))
         return Answered(id: requestID, method: httpRequest.method.rawValue, path: httpRequest.path,
-                        route: metrics == nil && accessLog == nil ? nil : router.pattern(matching: httpRequest.path),
-                        status: response.status.code, outcome: outcome)
+                        route: pattern, status: response.status.code, outcome: outcome)
     }
 }
 

@@ -40,8 +40,7 @@ struct Router<Context: RequestContextProtocol>: Sendable {
 
     /// The pattern `path` matches, if any (the `route` label of metrics and access logs).
     func pattern(matching path: String) -> String? {
-        let pathSegments = Router.split(path)
-        return routes.first { Router.match($0.segments, pathSegments) != nil }?.pattern
+        Router.firstMatch(in: routes, path: path)?.route.pattern
     }
 
     mutating func get(_ pattern: String, _ handler: @escaping RouteHandler<Context>) { add(.get, pattern, handler) }
@@ -51,18 +50,20 @@ struct Router<Context: RequestContextProtocol>: Sendable {
     /// `Allow` for a known path and another method (HEAD is served by a GET handler), the
     /// error envelope for thrown errors.
     func respond(to request: HTTPRequest, context: Context) -> HTTPResponse {
-        let pathSegments = Router.split(request.path)
-        var matched: (route: Route, parameters: [String: String])?
-        for route in routes {
-            if let parameters = Router.match(route.segments, pathSegments) {
-                matched = (route, parameters)
-                break
-            }
-        }
-        guard let (route, parameters) = matched else {
+        route(request, context: context).response
+    }
+
+    /// `respond`, and the pattern the path matched (nil for none): the `route` label of
+    /// metrics and access logs, from the same single match.
+    func route(_ request: HTTPRequest, context: Context) -> (response: HTTPResponse, pattern: String?) {
+        guard let (route, parameters) = Router.firstMatch(in: routes, path: request.path) else {
             context.outcome = APIError.Kind.notFound.defaultCode
-            return .error(.notFound())
+            return (.error(.notFound()), nil)
         }
+        return (respond(to: request, route: route, parameters: parameters, context: context), route.pattern)
+    }
+
+    private func respond(to request: HTTPRequest, route: Route, parameters: [String: String], context: Context) -> HTTPResponse {
         let handler = route.handlers[request.method]
             ?? (request.method == .head ? route.handlers[.get] : nil)
         guard let handler else {
@@ -105,8 +106,28 @@ struct Router<Context: RequestContextProtocol>: Sendable {
     /// `/a/b` → `["a", "b"]`; a trailing slash yields a final empty segment, so
     /// `/a/b/` is a different path from `/a/b`.
     private static func split(_ path: String) -> [Substring] {
-        let trimmed = path.hasPrefix("/") ? path.dropFirst() : path[...]
-        return trimmed.split(separator: "/", omittingEmptySubsequences: false)
+        // On the UTF-8 bytes: `/` is ASCII, so every cut is a character boundary.
+        let utf8 = path.utf8
+        var start = utf8.first == 0x2F ? utf8.index(after: utf8.startIndex) : utf8.startIndex
+        var segments: [Substring] = []
+        var index = start
+        while index != utf8.endIndex {
+            if utf8[index] == 0x2F {
+                segments.append(path[start..<index])
+                start = utf8.index(after: index)
+            }
+            index = utf8.index(after: index)
+        }
+        segments.append(path[start..<utf8.endIndex])
+        return segments
+    }
+
+    private static func firstMatch(in routes: [Route], path: String) -> (route: Route, parameters: [String: String])? {
+        let pathSegments = split(path)
+        for route in routes {
+            if let parameters = match(route.segments, pathSegments) { return (route, parameters) }
+        }
+        return nil
     }
 
     private static func match(_ pattern: [Segment], _ path: [Substring]) -> [String: String]? {
@@ -115,7 +136,9 @@ struct Router<Context: RequestContextProtocol>: Sendable {
         for (segment, part) in zip(pattern, path) {
             switch segment {
             case .literal(let literal):
-                guard part == literal else { return nil }
+                // Byte for byte: a path is matched as sent (no Unicode equivalence), and
+                // String's == (normalizing comparison) was a visible share of every request.
+                guard part.utf8.elementsEqual(literal.utf8) else { return nil }
             case .parameter(let name):
                 guard !part.isEmpty else { return nil }
                 parameters[name] = QueryItem.percentDecode(part, plusIsSpace: false)

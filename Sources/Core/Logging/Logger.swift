@@ -10,11 +10,25 @@ enum LogLevel: String, Sendable, Comparable, CaseIterable {
 
 /// Where log lines go: a file opened O_APPEND (reopened on SIGUSR1 after rotation) or
 /// standard error. One `write(2)` per line, under a lock, so lines never interleave.
+///
+/// Lines given to `buffer(_:)` (the access log's one line per request) may wait in memory
+/// instead, and go out together in one `write(2)`: once `bufferedBytesLimit` bytes gather,
+/// once `bufferedMillisecondsLimit` has passed since the oldest of them, before any other
+/// line (so the file keeps the order lines were given in), before a reopen, and on `flush()`,
+/// which the worker pool calls every 100 ms and when it stops. A write per request was a
+/// system call on every request's path (docs/performance.md); nginx's own access log
+/// buffers the same way. What a kill -9 can lose: the last 100 ms of access lines, never
+/// another line.
 final class LogSink: Sendable {
     private struct State {
         var fd: Int32
         var path: String?
+        var pending: [UInt8] = []
+        var pendingSince: Int64 = 0
     }
+
+    static let bufferedBytesLimit = 32 * 1024
+    static let bufferedMillisecondsLimit: Int64 = 100
 
     private let state: Mutex<State>
     let minimumLevel: LogLevel
@@ -38,26 +52,63 @@ final class LogSink: Sendable {
     /// Reopens the file (after logrotate moved it). Keeps the old descriptor on failure.
     func reopen() {
         state.withLock { state in
+            LogSink.writePending(&state)
             guard let path = state.path, let fd = try? LogSink.open(path) else { return }
             if state.fd != STDERR_FILENO { close(state.fd) }
             state.fd = fd
         }
     }
 
+    /// Writes `line` now (after any buffered lines).
     func write(_ line: [UInt8]) {
         state.withLock { state in
-            var offset = 0
-            while offset < line.count {
-                let n = line.withUnsafeBytes { Glibc.write(state.fd, $0.baseAddress! + offset, $0.count - offset) }
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { return }
-                offset += n
+            LogSink.writePending(&state)
+            LogSink.writeAll(line, to: state.fd)
+        }
+    }
+
+    /// Writes `line` with the lines gathered since the last write, or keeps it for later
+    /// (see the type's note).
+    func buffer(_ line: [UInt8]) {
+        let now = monotonicMilliseconds()
+        state.withLock { state in
+            if state.pending.isEmpty {
+                state.pending.reserveCapacity(LogSink.bufferedBytesLimit + 1024)
+                state.pendingSince = now
+            }
+            state.pending.append(contentsOf: line)
+            if state.pending.count >= LogSink.bufferedBytesLimit || now - state.pendingSince >= LogSink.bufferedMillisecondsLimit {
+                LogSink.writePending(&state)
             }
         }
     }
 
+    /// Writes the buffered lines now.
+    func flush() {
+        state.withLock { LogSink.writePending(&$0) }
+    }
+
+    private static func writePending(_ state: inout State) {
+        guard !state.pending.isEmpty else { return }
+        writeAll(state.pending, to: state.fd)
+        state.pending.removeAll(keepingCapacity: true)
+    }
+
+    private static func writeAll(_ bytes: [UInt8], to fd: Int32) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+
     deinit {
-        state.withLock { if $0.fd != STDERR_FILENO { close($0.fd) } }
+        state.withLock { state in
+            LogSink.writePending(&state)
+            if state.fd != STDERR_FILENO { close(state.fd) }
+        }
     }
 }
 

@@ -4,7 +4,8 @@ import CJansson
 /// the jansson object is built once (`ts`, `level`, `msg`, the logger's metadata, then the
 /// line's own keys) and each emission only replaces the values in place before one dump.
 /// The per-request access log line is a third of a cheap request's instructions when built
-/// from scratch each time (docs/performance.md); the line written is the same.
+/// from scratch each time (docs/performance.md); the line written is the same. Lines go
+/// through the sink's buffer (`LogSink.buffer`): the caller flushes it.
 ///
 /// Not Sendable: one per thread (the worker pool makes one per worker thread).
 final class ReusedLogLine {
@@ -68,6 +69,6 @@ final class ReusedLogLine {
         }
         var bytes = JSON.serialize(jansson: root)
         bytes.append(0x0A)
-        logger.sink.write(bytes)
+        logger.sink.buffer(bytes)
     }
 }
