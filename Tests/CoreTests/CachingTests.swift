@@ -166,17 +166,19 @@ import Testing
             let s = snapshot(at: seconds, revision: revision)
             #expect(cache.body(for: s) == s.json.serialized(), "at +\(seconds) s, revision \(revision)")
         }
-        // Direct: the same document at another time is reused, with the new time in place;
-        // another document (the expiry passed: phase and tier differ) is not.
+        // Direct: a later read that answers alike is reused, with the new time in place; one
+        // past the expiry (phase, tier, willRenew differ), another revision, another user
+        // (byte for byte: canonically equivalent ids are different users) are not.
         let first = snapshot(at: 0), later = snapshot(at: 30), lapsed = snapshot(at: 61)
-        let rendered = RenderedSnapshot(document: first.timelessJSON, serverTime: first.serverTime.iso8601)
+        let rendered = RenderedSnapshot(first)
         #expect(rendered.body == first.json.serialized())
-        #expect(rendered.body(for: later.timelessJSON, serverTime: later.serverTime.iso8601) == later.json.serialized())
-        #expect(rendered.body(for: lapsed.timelessJSON, serverTime: lapsed.serverTime.iso8601) == nil)
+        #expect(rendered.body(for: later) == later.json.serialized())
+        #expect(rendered.body(for: lapsed) == nil)
         var other = later
         other.revision = 9
-        #expect(rendered.body(for: other.timelessJSON, serverTime: other.serverTime.iso8601) == nil)
-        // A time of another width (a year past 9999 cannot be written in 24 characters) is never patched in.
-        #expect(rendered.body(for: later.timelessJSON, serverTime: later.serverTime.iso8601 + "0") == nil)
+        #expect(rendered.body(for: other) == nil)
+        let nfc = RenderedSnapshot(AccessSnapshot(userId: "caf\u{E9}", revision: 1, projection: Self.paying(expires: expires), now: Self.now))
+        let nfd = AccessSnapshot(userId: "cafe\u{301}", revision: 1, projection: Self.paying(expires: expires), now: Self.now.adding(seconds: 1))
+        #expect(nfc.snapshot.userId == nfd.userId && nfc.body(for: nfd) == nil)
     }
 }

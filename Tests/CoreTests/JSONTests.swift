@@ -77,23 +77,6 @@ import Testing
         #expect(v.serializedString() == #"{"k\"ey":"line\nbreak\u0000nul"}"#)
     }
 
-    /// `isIdentical` holds exactly when the two serialize to the same text: order, string
-    /// bytes and the sign of zero count, where `==` ignores them.
-    @Test func identicalMeansTheSameText() {
-        let pairs: [(JSON, JSON)] = [
-            (["a": 1, "b": ["x", 2.5]], ["a": 1, "b": ["x", 2.5]]),
-            (["a": 1, "b": 2], ["b": 2, "a": 1]),
-            (.string("caf\u{E9}"), .string("cafe\u{301}")),
-            (.double(0.0), .double(-0.0)),
-            (["a": ["b": [1, 2]]], ["a": ["b": [2, 1]]]),
-            (["a": .null], ["a": false]),
-        ]
-        for (a, b) in pairs {
-            #expect(a.isIdentical(to: b) == (a.serialized() == b.serialized()), "\(a) vs \(b)")
-            #expect(!a.isIdentical(to: b) || a == b)
-        }
-        #expect(pairs[1].0 == pairs[1].1 && pairs[2].0 == pairs[2].1)
-    }
 }
 
 @Suite struct TimestampTests {

@@ -85,21 +85,37 @@ struct AccessSnapshot: Sendable, Equatable {
         return source == "none" ? .none : .active
     }
 
-    /// The document `GET /billing/access` answers: `timelessJSON` and, last, `serverTime`.
-    var json: JSON {
-        var object = timelessJSON
-        object["serverTime"] = .string(serverTime.iso8601)
-        return .object(object)
+    /// What the document says that is judged at `serverTime`; everything else it says is
+    /// the stored state this snapshot holds. `json` takes every time-dependent value from
+    /// here, so two snapshots equal but for `serverTime` and with equal judgments answer the
+    /// same document but for `serverTime` (`RenderedSnapshot` relies on it).
+    struct Judgments: Equatable {
+        var phase: AccessPhase
+        var storePhase: AccessPhase?
+        var storeGrantsAccess: Bool
+        var trialInForce: Bool
     }
 
-    /// Every member of `json` but `serverTime` (still judged at `serverTime`: phase, trial,
-    /// balances): two reads whose timeless documents are equal answer the same but for the
-    /// time (`RenderedSnapshot`).
-    var timelessJSON: JSONObject {
+    var judgments: Judgments {
+        Judgments(phase: phase, storePhase: store?.phase(at: serverTime), storeGrantsAccess: store?.grantsAccess(at: serverTime) ?? false,
+                  trialInForce: store?.isTrialInForce(at: serverTime) ?? false)
+    }
+
+    /// Whether `other` answers the same document as this snapshot but for `serverTime`:
+    /// the same stored state (the user id byte for byte) and the same judgments.
+    func answersAlike(_ other: AccessSnapshot) -> Bool {
+        var timeless = other
+        timeless.serverTime = serverTime
+        return timeless == self && userId.utf8.elementsEqual(other.userId.utf8) && judgments == other.judgments
+    }
+
+    /// The document `GET /billing/access` answers; `serverTime` is its last member.
+    var json: JSON {
+        let judged = judgments
         var object: JSONObject = [
             "userId": .string(userId),
             "tier": .string(tier.rawValue),
-            "phase": .string(phase.rawValue),
+            "phase": .string(judged.phase.rawValue),
             "source": .string(source),
             "sources": .array(sources.map { s in
                 ["tier": .string(s.tier.rawValue), "kind": .string(s.kind), "expiresAt": JSON(s.expiresAt?.iso8601),
@@ -113,15 +129,14 @@ struct AccessSnapshot: Sendable, Equatable {
                 "platform": JSON(store.platform),
                 "environment": .string(store.environment.rawValue),
                 "expiresAt": JSON(store.expiresAt?.iso8601),
-                "willRenew": .bool(store.willRenew && store.grantsAccess(at: serverTime)),
+                "willRenew": .bool(store.willRenew && judged.storeGrantsAccess),
             ]
         } else {
             object["store"] = .null
         }
-        let inTrial = store?.isTrialInForce(at: serverTime) ?? false
-        object["trial"] = inTrial ? ["startsAt": JSON(store?.trialStartsAt?.iso8601), "endsAt": JSON(store?.trialEndsAt?.iso8601)] : .null
-        object["graceExpiresAt"] = store?.phase(at: serverTime) == .grace ? JSON(store?.graceExpiresAt?.iso8601) : .null
-        if let pending = store?.pendingChange, store?.grantsAccess(at: serverTime) == true {
+        object["trial"] = judged.trialInForce ? ["startsAt": JSON(store?.trialStartsAt?.iso8601), "endsAt": JSON(store?.trialEndsAt?.iso8601)] : .null
+        object["graceExpiresAt"] = judged.storePhase == .grace ? JSON(store?.graceExpiresAt?.iso8601) : .null
+        if let pending = store?.pendingChange, judged.storeGrantsAccess {
             object["pendingChange"] = ["productId": .string(pending.productId), "tier": JSON(pending.tier?.rawValue),
                                        "effectiveAt": JSON(pending.effectiveAt?.iso8601)]
         } else {
@@ -134,6 +149,7 @@ struct AccessSnapshot: Sendable, Equatable {
             object["enforcement"] = .string(quota.enforcement.rawValue)
         }
         object["revision"] = .int(Int64(revision))
-        return object
+        object["serverTime"] = .string(serverTime.iso8601)
+        return .object(object)
     }
 }

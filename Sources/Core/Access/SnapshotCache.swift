@@ -59,10 +59,8 @@ final class SnapshotCache: Sendable {
     /// The text of `snapshot`'s answer: the user's last rendering when it says the same
     /// (`RenderedSnapshot`), otherwise a new one, kept for the next answer.
     func body(for snapshot: AccessSnapshot) -> [UInt8] {
-        let document = snapshot.timelessJSON
-        let time = snapshot.serverTime.iso8601
-        if let last = renderings[snapshot.userId], let body = last.body(for: document, serverTime: time) { return body }
-        let rendered = RenderedSnapshot(document: document, serverTime: time)
+        if let last = renderings[snapshot.userId], let body = last.body(for: snapshot) { return body }
+        let rendered = RenderedSnapshot(snapshot)
         renderings.store(rendered, for: snapshot.userId)
         return rendered.body
     }
