@@ -36,9 +36,18 @@ struct HTTPRequest: Sendable {
     /// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive).
     var bearerToken: String? {
         guard let value = headers["Authorization"] else { return nil }
-        let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let token = parts[1].trimmingSpaces()
+        // On the bytes (every access request reads it): spaces before the scheme, the
+        // scheme `bearer` in any ASCII case, spaces, then the token without surrounding
+        // spaces and tabs.
+        let utf8 = value.utf8
+        var index = utf8.startIndex
+        while index != utf8.endIndex, utf8[index] == UInt8(ascii: " ") { index = utf8.index(after: index) }
+        for expected in "bearer".utf8 {
+            guard index != utf8.endIndex, utf8[index] | 0x20 == expected else { return nil }
+            index = utf8.index(after: index)
+        }
+        guard index != utf8.endIndex, utf8[index] == UInt8(ascii: " ") else { return nil }
+        let token = value[index...].trimmingSpaces()
         return token.isEmpty ? nil : token
     }
 
@@ -62,10 +71,19 @@ extension HTTPRequest {
     /// Anything else (forms, text, multipart) is refused with 415 before parsing.
     static func isJSONMediaType(_ value: String?) -> Bool {
         guard let value else { return true }
-        let first = value.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        let mediaType = String(first.drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed()).lowercased()
-        if mediaType.isEmpty { return true }
-        return mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json"))
+        // On the bytes (a media type is ASCII; Character-wise trimming, reversing and
+        // Unicode lower-casing were a tenth of a webhook's instructions): up to the first
+        // `;`, without surrounding spaces and tabs, ASCII letters folded to lower case.
+        let bytes = Array(value.utf8)
+        var start = 0, end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.count
+        func isBlank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        while start < end, isBlank(bytes[start]) { start += 1 }
+        while end > start, isBlank(bytes[end - 1]) { end -= 1 }
+        if start == end { return true }
+        let mediaType = bytes[start..<end].map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+        let json = Array("application/json".utf8), prefix = Array("application/".utf8), suffix = Array("+json".utf8)
+        return mediaType == json
+            || (mediaType.count >= prefix.count + suffix.count && mediaType.starts(with: prefix) && mediaType.suffix(suffix.count).elementsEqual(suffix))
     }
 }
 
