@@ -17,9 +17,10 @@ extension HTTPRequest {
         let requestURI = params["REQUEST_URI"] ?? ""
         let uriPath: Substring
         let uriQuery: Substring
-        if let question = requestURI.firstIndex(of: "?") {
+        // `?` searched among the bytes (ASCII: a character boundary), not the Characters.
+        if let question = requestURI.utf8.firstIndex(of: UInt8(ascii: "?")) {
             uriPath = requestURI[..<question]
-            uriQuery = requestURI[requestURI.index(after: question)...]
+            uriQuery = requestURI[requestURI.utf8.index(after: question)...]
         } else {
             uriPath = requestURI[...]
             uriQuery = ""
@@ -36,8 +37,9 @@ extension HTTPRequest {
         let query = params["QUERY_STRING"].flatMap { $0.isEmpty ? nil : $0 } ?? String(uriQuery)
 
         var headers = HTTPHeaders()
+        let http = "HTTP_".utf8
         for (name, value) in params {
-            if name.hasPrefix("HTTP_"), name.count > 5 {
+            if name.utf8.count > 5, name.utf8.starts(with: http) {
                 headers.add(name: HTTPRequest.headerName(fromParam: name.dropFirst(5)), value: value)
             } else if name == "CONTENT_TYPE" || name == "CONTENT_LENGTH", !value.isEmpty {
                 headers.add(name: HTTPRequest.headerName(fromParam: name[...]), value: value)
