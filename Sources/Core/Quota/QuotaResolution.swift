@@ -65,19 +65,20 @@ enum QuotaResolution {
         // Capabilities: the highest tier in force (a trial counts at its own tier) first, then
         // whatever another source in force adds.
         var capabilities: [String] = []
-        var seen = Set<String>()
+        // A plan names a dozen capabilities: a linear search of the list beats hashing each
+        // name into a set (which was a third of this function on every access request).
         let capabilityTiers = inForce.sorted { $0.tier > $1.tier }.flatMap { source -> [PlanContract.PlanTier] in
             source.isTrial ? [Source(tier: source.tier).planTier, .trial] : [source.planTier]
         }
         for tier in capabilityTiers {
-            for name in current.contract.tiers[tier]?.capabilities ?? [] where seen.insert(name).inserted {
+            for name in current.contract.tiers[tier]?.capabilities ?? [] where !capabilities.contains(name) {
                 capabilities.append(name)
             }
         }
 
         // Meters: per name, the most generous definition among the sources (a meter a
         // source's tier lacks gives 0 there), each with its own window and version.
-        var best: [String: QuotaPlan.Meter] = [:]
+        var best = [String: QuotaPlan.Meter](minimumCapacity: 16)
         for source in inForce {
             for candidate in meters(planTier: source.planTier, plans: plans, anchor: anchor, now: now, trial: source.trialWindow) {
                 if let incumbent = best[candidate.name], !isMoreGenerous(candidate.limit, than: incumbent.limit) { continue }
