@@ -120,8 +120,12 @@ class Cohort(unittest.TestCase):
 
     def test_ctrl_c_mid_run_prints_the_resume_command_and_resuming_completes_it(self):
         env = dict(os.environ, BILLING_RPC_SOCKET=RPC_SOCKET)
+        # As from a terminal: SIGINT at its default disposition in the child even when this
+        # run inherited it ignored (a job started with `&` by a non-interactive shell), where
+        # Python would install no KeyboardInterrupt handler and the interrupt would be lost.
         proc = subprocess.Popen([ADMIN, *self.args, "--batchSize", "20"], env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         # Interrupt once some batches committed (the first progress line), mid-run.
         first = proc.stderr.readline()
         self.assertTrue(first.startswith("grandfather.applyCohort:"), first)
