@@ -119,6 +119,16 @@ import Testing
         #expect(Timestamp(iso8601: "2000-02-29")?.iso8601 == "2000-02-29T00:00:00.000Z")
         #expect(Timestamp(iso8601: "1900-02-29") == nil)
         #expect(Timestamp(iso8601: "2026-03-29T01:30:00-23:59")?.iso8601 == "2026-03-30T01:29:00.000Z")
+        // An offset carrying an edge date out of years 0000–9999 (found by the fuzzer: it
+        // printed as "00-1-12-31T23:00:00.200Z" and did not parse back) is refused; the
+        // edges themselves parse and print back.
+        for text in ["0000-01-01T01:00:00.2+02:00", "0000-01-01T00:00:00+00:01", "9999-12-31T23:00:00-02:00"] {
+            #expect(Timestamp(iso8601: text) == nil, "\(text)")
+        }
+        for text in ["0000-01-01T00:00:00.000Z", "0000-01-01T02:00:00.000+02:00", "9999-12-31T23:59:59.999Z"] {
+            let t = Timestamp(iso8601: text)
+            #expect(t != nil && Timestamp(iso8601: t!.iso8601) == t, "\(text)")
+        }
     }
 
     @Test func isoFormattingCoversEveryFieldAndYearsOutsideFourDigits() {

@@ -143,8 +143,18 @@ extension Timestamp {
         }
         guard let seconds = Timestamp.calendarSeconds(year: year, month: month, day: day, hour: hour, minute: minute,
                                                        second: second) else { return nil }
-        self.init(millisecondsSinceEpoch: (seconds - Int64(offsetSeconds)) * 1000 + Int64(millisecond))
+        let milliseconds = (seconds - Int64(offsetSeconds)) * 1000 + Int64(millisecond)
+        // The instant itself must be in years 0000–9999 UTC, where `iso8601` writes it back
+        // as YYYY: an offset may carry a date at the edge outside (0000-01-01T01:00+02:00 is
+        // in year -1), which no four-digit year can name.
+        guard (Timestamp.earliest...Timestamp.latest).contains(milliseconds) else { return nil }
+        self.init(millisecondsSinceEpoch: milliseconds)
     }
+
+    /// 0000-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z: the instants ISO 8601's
+    /// four-digit years can name.
+    static let earliest: Int64 = -62_167_219_200_000
+    static let latest: Int64 = 253_402_300_799_999
 
     /// Seconds since the epoch of a UTC calendar date-time, or nil when it does not exist:
     /// `timegm` normalizes out-of-range fields (February 31 becomes March 3), so the fields
