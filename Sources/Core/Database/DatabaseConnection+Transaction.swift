@@ -68,7 +68,7 @@ extension DatabaseConnection {
         defer { transactionGeneration = nil }
         do {
             let value = try body(self)
-            try execute("COMMIT")
+            try executeEndingTransaction("COMMIT")
             return value
         } catch {
             rollbackQuietly()
@@ -81,7 +81,7 @@ extension DatabaseConnection {
     private func rollbackQuietly() {
         guard let generation = transactionGeneration, isSession(generation) else { return }
         do {
-            try execute("ROLLBACK")
+            try executeEndingTransaction("ROLLBACK")
         } catch {
             // The session is in an unknown state: close it, the next call starts clean.
             close()
