@@ -74,7 +74,10 @@ private struct BodyFailure: Error {}
     @Test func aTransactionTheServerEndedSilentlyIsRetriedNotHalfCommitted() throws {
         try withTestDatabase { configuration, _ in
             let retries = Mutex(0)
-            let db = DatabaseConnection(configuration: configuration, onRetry: { retries.withLock { $0 += 1 } })
+            let db = DatabaseConnection(configuration: configuration, onRetry: { error in
+                retries.withLock { $0 += 1 }
+                #expect(error.isTransactionEndedByServer)
+            })
             try db.execute("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB")
             var attempts = 0
             try db.transaction(retries: 2) { tx in

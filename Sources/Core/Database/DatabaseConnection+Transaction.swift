@@ -42,7 +42,7 @@ extension DatabaseConnection {
             do {
                 return try inTransaction(begin: "START TRANSACTION", isolation: isolation ?? .repeatableRead, body)
             } catch let error as DatabaseError where error.isDeadlockOrLockWait && attempt <= retries {
-                onRetry()
+                onRetry(error)
                 Self.backoff(attempt: attempt)
             }
         }

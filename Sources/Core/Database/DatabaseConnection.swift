@@ -20,15 +20,15 @@ final class DatabaseConnection {
     var sessionIsolation: (generation: Int, level: IsolationLevel)?
 
     /// Does not connect; the first call does.
-    /// Told each time a transaction is rolled back and run again (deadlock, lock wait): the
-    /// process's metrics, wired by the composition root.
-    let onRetry: @Sendable () -> Void
+    /// Told each time a transaction is rolled back and run again (deadlock, lock wait), with
+    /// the error of the failed attempt: the process's metrics and log, wired by the composition root.
+    let onRetry: @Sendable (DatabaseError) -> Void
     /// Statements run at the start of every session (the first connect and each reconnect),
     /// e.g. the admin connection's peer for the audit trigger (`SET @billing_peer_uid = ?`).
     let sessionSetup: [SQLQuery]
 
     init(configuration: DatabaseConfiguration, statementCacheCapacity: Int = 128, sessionSetup: [SQLQuery] = [],
-         onRetry: @escaping @Sendable () -> Void = {}) {
+         onRetry: @escaping @Sendable (DatabaseError) -> Void = { _ in }) {
         self.onRetry = onRetry
         self.sessionSetup = sessionSetup
         self.configuration = configuration

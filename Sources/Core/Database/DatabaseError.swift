@@ -144,8 +144,13 @@ extension DatabaseError {
     /// was open any more: the server rolled it back without an error (a Galera brute-force
     /// abort, docs/scaling.md). A deadlock, so the whole transaction is retried.
     static func transactionEndedByServer(sql: String) -> DatabaseError {
-        DatabaseError(kind: .deadlock, detail: "the server ended the transaction without an error", sql: sql)
+        DatabaseError(kind: .deadlock, detail: endedByServerDetail, sql: sql)
     }
+
+    private static let endedByServerDetail = "the server ended the transaction without an error"
+
+    /// A `transactionEndedByServer` error: not the server's own report but this code's finding.
+    var isTransactionEndedByServer: Bool { kind == .deadlock && errno == 0 && detail == Self.endedByServerDetail }
 
     static func misuse(_ detail: String, sql: String? = nil) -> DatabaseError {
         DatabaseError(kind: .misuse, detail: detail, sql: sql)
