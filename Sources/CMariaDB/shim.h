@@ -5,4 +5,12 @@
 
 /* mysql_library_init is a macro over mysql_server_init; Swift cannot import macros. */
 static inline int cmariadb_library_init(void) { return mysql_server_init(0, 0, 0); }
+
+/* The server status flags of the last OK or EOF packet (SERVER_STATUS_IN_TRANS, ...).
+   mariadb_get_infov is variadic; Swift cannot call it directly. */
+static inline unsigned int cmariadb_server_status(MYSQL *mysql) {
+    unsigned int status = 0;
+    mariadb_get_infov(mysql, MARIADB_CONNECTION_SERVER_STATUS, &status);
+    return status;
+}
 #endif

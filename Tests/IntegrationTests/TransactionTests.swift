@@ -62,6 +62,62 @@ private struct BodyFailure: Error {}
         }
     }
 
+    /// On Galera a brute-force abort once rolled a transaction back in the middle of a
+    /// locking read, and the server still answered that read with its rows (docs/scaling.md):
+    /// the rest of the body then ran in autocommit mode and COMMIT committed nothing, so an
+    /// acknowledged delivery was missing. A single server does not do that; a ROLLBACK inside
+    /// the body ends the transaction on the server the same way, behind the back of
+    /// `transaction`, with a successful reply. Every reply inside a transaction must report it
+    /// still open: the attempt fails there as a deadlock and is run again, and nothing of the
+    /// broken attempt commits (before the fix: one attempt, the first row lost, the second
+    /// committed on its own).
+    @Test func aTransactionTheServerEndedSilentlyIsRetriedNotHalfCommitted() throws {
+        try withTestDatabase { configuration, _ in
+            let retries = Mutex(0)
+            let db = DatabaseConnection(configuration: configuration, onRetry: { error in
+                retries.withLock { $0 += 1 }
+                #expect(error.isTransactionEndedByServer)
+            })
+            try db.execute("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB")
+            var attempts = 0
+            try db.transaction(retries: 2) { tx in
+                attempts += 1
+                try tx.execute("INSERT INTO t VALUES (\(attempts * 10 + 1))")
+                if attempts == 1 { try tx.execute("ROLLBACK") }
+                try tx.execute("INSERT INTO t VALUES (\(attempts * 10 + 2))")
+            }
+            #expect(attempts == 2)
+            #expect(retries.withLock { $0 } == 1)
+            #expect(try db.query("SELECT id FROM t ORDER BY id").map { try $0.int("id") } == [21, 22])
+
+            // Without retries the transaction fails as a deadlock (503 at the edge, retried by
+            // the caller), and the statement after the silent end never runs.
+            try db.execute("DELETE FROM t")
+            let error = #expect(throws: DatabaseError.self) {
+                try db.transaction { tx in
+                    try tx.execute("INSERT INTO t VALUES (\(1))")
+                    _ = try tx.query("SELECT id FROM t WHERE id = \(1)")
+                    try tx.execute("ROLLBACK")
+                    try tx.execute("INSERT INTO t VALUES (\(2))")
+                }
+            }
+            #expect(error?.kind == .deadlock)
+            #expect(error?.isDeadlockOrLockWait == true)
+            #expect(try db.query("SELECT id FROM t").isEmpty)
+
+            // A read-only snapshot is checked the same way; an ordinary transaction is not disturbed.
+            let snapshot = #expect(throws: DatabaseError.self) {
+                try db.readOnlySnapshot { tx in
+                    _ = try tx.query("SELECT id FROM t")
+                    try tx.execute("ROLLBACK")
+                    _ = try tx.query("SELECT id FROM t")
+                }
+            }
+            #expect(snapshot?.kind == .deadlock)
+            #expect(try db.transaction { tx in try tx.query("SELECT COUNT(*) AS n FROM t").first?.int("n") } == 0)
+        }
+    }
+
     @Test func nestedTransactionIsRefused() throws {
         try withTestConnection { db in
             let error = #expect(throws: DatabaseError.self) {

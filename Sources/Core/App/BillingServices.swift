@@ -69,10 +69,17 @@ final class BillingServices: Sendable {
 }
 
 extension BillingServices {
-    /// A database connection wired to this process's metrics (retries are counted).
+    /// A database connection wired to this process's metrics (retries are counted) and log (a
+    /// transaction the server ended without an error is a warning: docs/scaling.md).
     func makeDatabaseConnection(_ configuration: DatabaseConfiguration, sessionSetup: [SQLQuery] = []) -> DatabaseConnection {
         let metrics = self.metrics
-        return DatabaseConnection(configuration: configuration, sessionSetup: sessionSetup, onRetry: { metrics.databaseRetries.add() })
+        let logger = self.logger
+        return DatabaseConnection(configuration: configuration, sessionSetup: sessionSetup, onRetry: { error in
+            metrics.databaseRetries.add()
+            if error.isTransactionEndedByServer {
+                logger.warning("transaction ended by the server without an error; run again", ["error.message": .string(error.debugDescription)])
+            }
+        })
     }
 }
 

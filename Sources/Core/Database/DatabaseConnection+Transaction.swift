@@ -42,7 +42,7 @@ extension DatabaseConnection {
             do {
                 return try inTransaction(begin: "START TRANSACTION", isolation: isolation ?? .repeatableRead, body)
             } catch let error as DatabaseError where error.isDeadlockOrLockWait && attempt <= retries {
-                onRetry()
+                onRetry(error)
                 Self.backoff(attempt: attempt)
             }
         }
@@ -68,7 +68,7 @@ extension DatabaseConnection {
         defer { transactionGeneration = nil }
         do {
             let value = try body(self)
-            try execute("COMMIT")
+            try executeEndingTransaction("COMMIT")
             return value
         } catch {
             rollbackQuietly()
@@ -81,7 +81,7 @@ extension DatabaseConnection {
     private func rollbackQuietly() {
         guard let generation = transactionGeneration, isSession(generation) else { return }
         do {
-            try execute("ROLLBACK")
+            try executeEndingTransaction("ROLLBACK")
         } catch {
             // The session is in an unknown state: close it, the next call starts clean.
             close()

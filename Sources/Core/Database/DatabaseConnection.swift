@@ -20,15 +20,15 @@ final class DatabaseConnection {
     var sessionIsolation: (generation: Int, level: IsolationLevel)?
 
     /// Does not connect; the first call does.
-    /// Told each time a transaction is rolled back and run again (deadlock, lock wait): the
-    /// process's metrics, wired by the composition root.
-    let onRetry: @Sendable () -> Void
+    /// Told each time a transaction is rolled back and run again (deadlock, lock wait), with
+    /// the error of the failed attempt: the process's metrics and log, wired by the composition root.
+    let onRetry: @Sendable (DatabaseError) -> Void
     /// Statements run at the start of every session (the first connect and each reconnect),
     /// e.g. the admin connection's peer for the audit trigger (`SET @billing_peer_uid = ?`).
     let sessionSetup: [SQLQuery]
 
     init(configuration: DatabaseConfiguration, statementCacheCapacity: Int = 128, sessionSetup: [SQLQuery] = [],
-         onRetry: @escaping @Sendable () -> Void = {}) {
+         onRetry: @escaping @Sendable (DatabaseError) -> Void = { _ in }) {
         self.onRetry = onRetry
         self.sessionSetup = sessionSetup
         self.configuration = configuration
@@ -75,11 +75,17 @@ final class DatabaseConnection {
     /// The number of prepared statements currently cached (for tests and diagnostics).
     var cachedStatementCount: Int { statements.count }
 
+    /// COMMIT or ROLLBACK of the open `transaction` (`inTransaction` only): the one statement
+    /// inside a transaction whose reply may say that no transaction is open.
+    func executeEndingTransaction(_ query: SQLQuery) throws(DatabaseError) {
+        _ = try run(query, collectRows: false, endsTransaction: true)
+    }
+
     // MARK: - Internals
 
-    private func run(_ query: SQLQuery, collectRows: Bool) throws(DatabaseError) -> (rows: [SQLRow], result: ExecuteResult) {
+    private func run(_ query: SQLQuery, collectRows: Bool, endsTransaction: Bool = false) throws(DatabaseError) -> (rows: [SQLRow], result: ExecuteResult) {
         let handle = try acquireHandle()
-        do {
+        do throws(DatabaseError) {
             let statement: PreparedStatement
             if let cached = statements.statement(for: query.sql) {
                 statement = cached
@@ -87,7 +93,17 @@ final class DatabaseConnection {
                 statement = try PreparedStatement(handle: handle, sql: query.sql)
                 statements.insert(statement)
             }
-            return try statement.run(query.binds, collectRows: collectRows)
+            let outcome = try statement.run(query.binds, collectRows: collectRows)
+            // Inside a transaction every reply must still report it open. A reply that does
+            // not means the server ended (rolled back) the transaction without reporting an
+            // error: on Galera, a brute-force abort during a locking UNION read answered
+            // with its rows (docs/scaling.md). The next statements would run in autocommit
+            // mode and COMMIT would commit nothing, so the transaction fails here instead,
+            // as the deadlock it was, and `transaction(retries:)` runs it again.
+            if transactionGeneration != nil && !endsTransaction && !handle.serverReportsOpenTransaction {
+                throw DatabaseError.transactionEndedByServer(sql: query.sql)
+            }
+            return outcome
         } catch {
             handleFailure(error, sql: query.sql)
             throw error

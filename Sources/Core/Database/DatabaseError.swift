@@ -35,7 +35,8 @@ struct DatabaseError: Error, Sendable, CustomStringConvertible, CustomDebugStrin
         /// A UNIQUE or PRIMARY KEY already holds the value (1062, 1586).
         static let duplicateKey = Kind(.duplicateKey)
         /// InnoDB chose this transaction as a deadlock victim (1213); on Galera also a write set
-        /// that failed certification at COMMIT or was aborted by a replicated one.
+        /// that failed certification at COMMIT or was aborted by a replicated one, including
+        /// an abort the server did not report (`transactionEndedByServer`).
         static let deadlock = Kind(.deadlock)
         /// A row lock was not granted within `innodb_lock_wait_timeout` (1205).
         static let lockWaitTimeout = Kind(.lockWaitTimeout)
@@ -138,6 +139,18 @@ extension DatabaseError {
             return false
         }
     }
+
+    /// A statement inside a transaction succeeded, but the server's reply said no transaction
+    /// was open any more: the server rolled it back without an error (a Galera brute-force
+    /// abort, docs/scaling.md). A deadlock, so the whole transaction is retried.
+    static func transactionEndedByServer(sql: String) -> DatabaseError {
+        DatabaseError(kind: .deadlock, detail: endedByServerDetail, sql: sql)
+    }
+
+    private static let endedByServerDetail = "the server ended the transaction without an error"
+
+    /// A `transactionEndedByServer` error: not the server's own report but this code's finding.
+    var isTransactionEndedByServer: Bool { kind == .deadlock && errno == 0 && detail == Self.endedByServerDetail }
 
     static func misuse(_ detail: String, sql: String? = nil) -> DatabaseError {
         DatabaseError(kind: .misuse, detail: detail, sql: sql)

@@ -104,6 +104,12 @@ final class MariaDBHandle {
         try body(mysql)
     }
 
+    /// Whether the server's reply to the last command said a transaction is open on this
+    /// session (`SERVER_STATUS_IN_TRANS` of its OK or EOF packet; no round trip).
+    var serverReportsOpenTransaction: Bool {
+        cmariadb_server_status(mysql) & UInt32(SERVER_STATUS_IN_TRANS) != 0
+    }
+
     /// `mysql_ping`: a round trip that fails fast on a closed socket.
     func ping() throws(DatabaseError) {
         if mysql_ping(mysql) != 0 { throw DatabaseError.fromConnection(mysql, operation: "ping") }
