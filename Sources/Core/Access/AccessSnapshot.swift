@@ -101,14 +101,6 @@ struct AccessSnapshot: Sendable, Equatable {
                   trialInForce: store?.isTrialInForce(at: serverTime) ?? false)
     }
 
-    /// Whether `other` answers the same document as this snapshot but for `serverTime`:
-    /// the same stored state (the user id byte for byte) and the same judgments.
-    func answersAlike(_ other: AccessSnapshot) -> Bool {
-        var timeless = other
-        timeless.serverTime = serverTime
-        return timeless == self && userId.utf8.elementsEqual(other.userId.utf8) && judgments == other.judgments
-    }
-
     /// The document `GET /billing/access` answers; `serverTime` is its last member.
     var json: JSON {
         let judged = judgments

@@ -3,16 +3,17 @@
 /// jansson's dump of the 1–2 KB snapshot was the largest cost of `GET /billing/access`
 /// (docs/performance.md). Every answer is still computed in full from a validated read
 /// (`AccessRoute`); only building and serializing its document is skipped, and only when
-/// the new snapshot answers alike (`AccessSnapshot.answersAlike`: the same stored state and
-/// the same judgments at its own time) and so differs from the rendered one only in
+/// the new snapshot answers alike (the same stored state, the user id byte for byte, and the
+/// same `AccessSnapshot.Judgments` at its own time) and so differs from the rendered one only in
 /// `serverTime`. That is the document's last member and always 24 characters of
 /// `[0-9:.TZ-]` (`Timestamp.iso8601`, nothing jansson escapes): those characters are replaced
 /// in jansson's text by the new time's. Anything else that differs, down to one balance or
 /// an expiry passing, renders the document again, so the cache never answers with
 /// something the snapshot does not say.
 struct RenderedSnapshot: Sendable {
-    /// The snapshot rendered.
+    /// The snapshot rendered, and its judgments (kept: compared on every reuse).
     let snapshot: AccessSnapshot
+    let judgments: AccessSnapshot.Judgments
     /// jansson's text of `snapshot.json`.
     let body: [UInt8]
     /// Where the 24 characters of `serverTime`'s value start in `body`; -1 when the text
@@ -25,6 +26,7 @@ struct RenderedSnapshot: Sendable {
         let time = snapshot.serverTime.iso8601
         let suffix = Array("\"serverTime\":\"\(time)\"}".utf8)
         self.snapshot = snapshot
+        self.judgments = snapshot.judgments
         self.body = body
         self.timeOffset = body.count >= suffix.count && body.suffix(suffix.count).elementsEqual(suffix)
             ? body.count - 2 - time.utf8.count : -1
@@ -33,8 +35,11 @@ struct RenderedSnapshot: Sendable {
     /// The text of `next`'s answer if it answers alike: a copy of `body` with the time's
     /// characters replaced; nil otherwise.
     func body(for next: AccessSnapshot) -> [UInt8]? {
+        var timeless = next
+        timeless.serverTime = snapshot.serverTime
         let time = next.serverTime.iso8601.utf8
-        guard timeOffset >= 0, timeOffset + time.count + 2 == body.count, snapshot.answersAlike(next) else { return nil }
+        guard timeOffset >= 0, timeOffset + time.count + 2 == body.count, timeless == snapshot,
+              snapshot.userId.utf8.elementsEqual(next.userId.utf8), next.judgments == judgments else { return nil }
         var copy = body
         copy.replaceSubrange(timeOffset..<(timeOffset + time.count), with: time)
         return copy

@@ -19,7 +19,7 @@ struct ProductCatalog: Sendable {
 extension Cadence {
     /// A cadence guessed from a product id's wording, for products missing from the catalog.
     static func inferred(fromProductId id: String) -> Cadence? {
-        let lower = Array(id.utf8.lazy.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 })
+        let lower = Array(id.utf8.lazy.map(\.asciiLowercased))
         func contains(_ word: StaticString) -> Bool {
             let w = UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)
             guard lower.count >= w.count else { return false }

@@ -58,7 +58,7 @@ extension HTTPRequest {
         String(unsafeUninitializedCapacity: param.utf8.count) { buffer in
             var count = 0
             for byte in param.utf8 {
-                buffer[count] = byte == 0x5F ? 0x2D : (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
+                buffer[count] = byte == 0x5F ? 0x2D : byte.asciiLowercased
                 count += 1
             }
             return count

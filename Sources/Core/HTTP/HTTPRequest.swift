@@ -43,7 +43,7 @@ struct HTTPRequest: Sendable {
         var index = utf8.startIndex
         while index != utf8.endIndex, utf8[index] == UInt8(ascii: " ") { index = utf8.index(after: index) }
         for expected in "bearer".utf8 {
-            guard index != utf8.endIndex, utf8[index] | 0x20 == expected else { return nil }
+            guard index != utf8.endIndex, utf8[index].asciiLowercased == expected else { return nil }
             index = utf8.index(after: index)
         }
         guard index != utf8.endIndex, utf8[index] == UInt8(ascii: " ") else { return nil }
@@ -80,11 +80,15 @@ extension HTTPRequest {
         while start < end, isBlank(bytes[start]) { start += 1 }
         while end > start, isBlank(bytes[end - 1]) { end -= 1 }
         if start == end { return true }
-        let mediaType = bytes[start..<end].map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
-        let json = Array("application/json".utf8), prefix = Array("application/".utf8), suffix = Array("+json".utf8)
-        return mediaType == json
-            || (mediaType.count >= prefix.count + suffix.count && mediaType.starts(with: prefix) && mediaType.suffix(suffix.count).elementsEqual(suffix))
+        let mediaType = bytes[start..<end].map(\.asciiLowercased)
+        return mediaType == jsonMediaType
+            || (mediaType.count >= jsonPrefix.count + jsonSuffix.count && mediaType.starts(with: jsonPrefix)
+                && mediaType.suffix(jsonSuffix.count).elementsEqual(jsonSuffix))
     }
+
+    private static let jsonMediaType = Array("application/json".utf8)
+    private static let jsonPrefix = Array("application/".utf8)
+    private static let jsonSuffix = Array("+json".utf8)
 }
 
 /// One `name=value` pair of a query string, percent-decoded (`+` is a space).
