@@ -143,6 +143,52 @@ private func snapshot(_ user: String, on db: DatabaseConnection) throws -> Acces
         }
     }
 
+    /// How a candidate id stands when a delivery naming it arrives.
+    enum CandidateState: CaseIterable, Sendable, CustomTestStringConvertible {
+        case unknown, known, deleted, knownWithoutAccessRow
+        var testDescription: String { "\(self)" }
+        var isSubject: Bool { self == .known || self == .knownWithoutAccessRow }
+    }
+
+    /// The subject of a delivery is its first candidate (in the provider's preference order)
+    /// that names a known, not deleted user, whatever the others are: for every pair of
+    /// candidate states, both the first event and an in-order second one (folded onto the
+    /// stored state) land on that user, or the event waits unmatched for both ids.
+    @Test(arguments: CandidateState.allCases, CandidateState.allCases)
+    func theSubjectIsTheFirstKnownCandidate(first: CandidateState, second: CandidateState) throws {
+        try withMigratedDatabase { db in
+            let candidates = [newUser(), newUser()]
+            for (user, state) in zip(candidates, [first, second]) where state != .unknown {
+                try UserDirectory.ensureKnown(user, source: .token, createdAt: now, now: now, on: db)
+                if state == .deleted { try db.execute("UPDATE billing_users SET deleted_at = \(now) WHERE id = \(user)") }
+                if state == .knownWithoutAccessRow { try db.execute("DELETE FROM billing_access WHERE user_id = \(user)") }
+            }
+            let expected = zip(candidates, [first, second]).first(where: { $0.1.isSubject })?.0
+            let sub = "s-\(candidates[0])"
+            let purchase = try ingest(event(.purchase, "INITIAL_PURCHASE", at: -3, expires: 10, sub: sub), candidates: candidates, on: db)
+            let renewal = try ingest(event(.renewal, "RENEWAL", at: -1, expires: 20, sub: sub), candidates: candidates, on: db)
+            for outcome in [purchase, renewal] {
+                #expect(outcome.duplicate == false)
+                #expect(outcome.status == (expected == nil ? .unmatched : .applied))
+                #expect(outcome.users == (expected.map { [$0] } ?? []))
+            }
+            let owners = try db.query("SELECT user_id FROM billing_events ORDER BY id").map { try $0.optionalString("user_id") }
+            #expect(owners == [expected, expected])
+            #expect(try count("SELECT COUNT(*) AS n FROM billing_event_parties", on: db) == (expected == nil ? 0 : 2))
+            for user in candidates {
+                let subscriptions = try storedSubscriptions(user, on: db)
+                if user == expected {
+                    #expect(subscriptions.map(\.expiresAt) == [at(20)])
+                    #expect(try accessRow(user, on: db).revision == 2 && accessRow(user, on: db).applied == 2)
+                    let s = try snapshot(user, on: db)
+                    #expect(s.tier == .plus && s.store?.expiresAt == at(20))
+                } else {
+                    #expect(subscriptions.isEmpty)
+                }
+            }
+        }
+    }
+
     @Test func refoldWithoutNewEventsIsIdempotent() throws {
         try withMigratedDatabase { db in
             let user = newUser()

@@ -22,9 +22,12 @@ enum AccessProjector {
     ///   stored rows are the fold of the earlier events — so the inbox is not read again.
     ///   Anything else (a late event, a transfer, a provider-precedence switch) re-folds
     ///   from the inbox.
-    static func refold(userId: String, now: Timestamp, newEvent: StoreEvent? = nil,
+    ///   - locked: the user's access row as `lockKnownUser` read it earlier in this
+    ///     transaction (its lock is held to commit, so nothing moved since); read here when nil.
+    static func refold(userId: String, now: Timestamp, newEvent: StoreEvent? = nil, locked prelocked: LockedAccess? = nil,
                               on db: DatabaseConnection) throws(DatabaseError) -> Result {
-        let locked = try lockAccessRowReadingStored(userId: userId, now: now, on: db)
+        let locked: LockedAccess
+        if let prelocked { locked = prelocked } else { locked = try lockAccessRowReadingStored(userId: userId, now: now, on: db) }
         let (revision, stored) = (locked.revision, locked.stored)
         let projection: StoreProjection
         var transfersOutAt: Timestamp?
@@ -97,7 +100,7 @@ enum AccessProjector {
     /// locks and reads; the row is created first only when that finds none (at read
     /// committed a locking read of a missing row takes no lock, so the two cannot deadlock).
     private static func lockAccessRowReadingStored(userId: String, now: Timestamp, on db: DatabaseConnection)
-        throws(DatabaseError) -> (revision: UInt64, stored: [SubscriptionState], lastEventAt: Timestamp?, appliedEvents: Int) {
+        throws(DatabaseError) -> LockedAccess {
         func lockAndRead() throws(DatabaseError) -> [SQLRow] {
             try db.query("""
                 SELECT a.revision, a.last_event_at, a.applied_events, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
@@ -105,18 +108,47 @@ enum AccessProjector {
                 WHERE a.user_id = \(userId) ORDER BY s.subscription_id FOR UPDATE
                 """)
         }
-        var rows = try lockAndRead()
-        if rows.isEmpty {
-            try db.execute("""
-                INSERT INTO billing_access (user_id, revision, updated_at) VALUES (\(userId), 0, \(now))
-                ON DUPLICATE KEY UPDATE user_id = user_id
-                """)
-            rows = try lockAndRead()
+        if let locked = try LockedAccess(rows: try lockAndRead()) { return locked }
+        try db.execute("""
+            INSERT INTO billing_access (user_id, revision, updated_at) VALUES (\(userId), 0, \(now))
+            ON DUPLICATE KEY UPDATE user_id = user_id
+            """)
+        guard let locked = try LockedAccess(rows: try lockAndRead()) else {
+            throw DatabaseError.misuse("billing_access row vanished under its lock")
         }
-        guard let first = rows.first else { throw DatabaseError.misuse("billing_access row vanished under its lock") }
-        var stored: [SubscriptionState] = []
-        for row in rows where !row["subscription_id"].isNull { stored.append(try SubscriptionState(row: row)) }
-        return (try first.uint64("revision"), stored, try first.optionalTimestamp("last_event_at"), try first.int("applied_events"))
+        return locked
+    }
+
+    /// A user's access row and stored subscriptions, read under the row's exclusive lock.
+    struct LockedAccess: Sendable {
+        var revision: UInt64
+        var stored: [SubscriptionState]
+        var lastEventAt: Timestamp?
+        var appliedEvents: Int
+
+        /// nil when the locking read found no access row.
+        init?(rows: [SQLRow]) throws(DatabaseError) {
+            guard let first = rows.first else { return nil }
+            stored = []
+            for row in rows where !row["subscription_id"].isNull { stored.append(try SubscriptionState(row: row)) }
+            revision = try first.uint64("revision")
+            lastEventAt = try first.optionalTimestamp("last_event_at")
+            appliedEvents = try first.int("applied_events")
+        }
+    }
+
+    /// When `userId` names a known, not deleted user with an access row: locks that row
+    /// (and his `billing_users` row) and reads what `refold` needs, in one statement, the
+    /// known-user lookup and the fold's locking read together. nil otherwise, with nothing
+    /// locked (at read committed a locking read that matches no row takes no lock), and the
+    /// caller looks the user up and folds him the usual way.
+    static func lockKnownUser(_ userId: String, on db: DatabaseConnection) throws(DatabaseError) -> LockedAccess? {
+        try LockedAccess(rows: try db.query("""
+            SELECT a.revision, a.last_event_at, a.applied_events, \(unsafeRaw: SubscriptionState.columns) FROM billing_users u
+            JOIN billing_access a ON a.user_id = u.id
+            LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
+            WHERE u.id = \(userId) AND u.deleted_at IS NULL ORDER BY s.subscription_id FOR UPDATE
+            """))
     }
 
     /// The user's applied events, and for each transfer *to* him the sender's events from

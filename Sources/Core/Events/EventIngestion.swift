@@ -84,8 +84,19 @@ enum EventIngestion {
 
     private static func record(_ event: StoreEvent, payload: JSON, subjectCandidates: [String], now: Timestamp,
                                on db: DatabaseConnection) throws(DatabaseError) -> Outcome {
-        let everyone = subjectCandidates + event.transferredFrom + event.transferredTo
-        let known = try UserDirectory.knownUsers(everyone, on: db)
+        // The subject is the first known candidate. For an event that will be folded, ask
+        // about the first candidate with the fold's own locking read: when he is known (the
+        // usual case) that one statement both decides the subject and locks and reads his
+        // access, taken before the inbox row (the order every other path locks in too).
+        var prelocked: AccessProjector.LockedAccess?
+        let known: Set<String>
+        if event.isApplicable, event.kind != .transfer, let preferred = subjectCandidates.first,
+           let locked = try AccessProjector.lockKnownUser(preferred, on: db) {
+            prelocked = locked
+            known = [preferred]
+        } else {
+            known = try UserDirectory.knownUsers(subjectCandidates + event.transferredFrom + event.transferredTo, on: db)
+        }
         let subject = subjectCandidates.first(where: known.contains)
         let senders = event.transferredFrom.filter(known.contains)
         let receivers = event.transferredTo.filter(known.contains)
@@ -139,7 +150,8 @@ enum EventIngestion {
         // Every party locked before any is folded, in one global order (SPEC §5).
         if folded.count > 1 { try AccessProjector.lockAccessRows(folded, now: now, on: db) }
         for user in folded {
-            results[user] = try AccessProjector.refold(userId: user, now: now, newEvent: event.kind == .transfer ? nil : event, on: db)
+            results[user] = try AccessProjector.refold(userId: user, now: now, newEvent: event.kind == .transfer ? nil : event,
+                                                       locked: user == subject ? prelocked : nil, on: db)
         }
         // A transfer moves what its sender had before it. When one of the sender's earlier
         // events arrives after the transfer, the receivers must fold again too, or arrival
