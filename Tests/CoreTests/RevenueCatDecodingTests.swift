@@ -9,6 +9,26 @@ import Testing
 
     func body(_ event: JSON) -> JSON { ["api_version": "1.0", "event": event] }
 
+    /// The tier rules match the lower-cased id, wherever the rule's text occurs in it: for
+    /// every id (ASCII in any case, at the edges, too short, non-ASCII) and rule order, the
+    /// resolver gives what `id.lowercased().contains(match)` over the rules in order gives.
+    @Test func tierRulesMatchTheLowercasedIdAnywhere() {
+        let rules: [[(match: String, tier: Tier)]] = [
+            [("pro", .pro), ("plus", .plus)], [("plus", .plus), ("pro", .pro)], [("prémium", .pro), ("p", .plus)],
+            [("app.plus", .plus)], [("ß", .pro), ("ss", .plus)],
+        ]
+        let ids = ["pro", "PRO", "Pro", "app.PLUS.monthly", "app.plus", "apP.Plu", "xpr", "p", "", "plusPro", "PROPLUS",
+                   "com.x.Prémium", "COM.X.PRÉMIUM", "straße", "STRASSE", "İpro", "app.pr\u{0301}o", "ＰＲＯ", "prp.ro"]
+        for order in rules {
+            let resolver = TierResolver(rules: order, products: [:])
+            for id in ids {
+                let expected = order.first { id.lowercased().contains($0.match) }?.tier
+                #expect(resolver.tier(entitlementIds: [], productId: id) == expected, "\(id) with \(order.map(\.match))")
+                #expect(resolver.tier(entitlementIds: [id], productId: nil) == expected, "\(id) with \(order.map(\.match))")
+            }
+        }
+    }
+
     @Test func decodesAnInitialTrialPurchase() throws {
         let d = try RevenueCatDelivery.decode(body([
             "id": "EVT-1", "type": "INITIAL_PURCHASE", "app_user_id": "$RCAnonymousID:abc",

@@ -19,6 +19,9 @@ final class PreparedStatement {
     private let handle: MariaDBHandle
     private let stmt: UnsafeMutablePointer<MYSQL_STMT>
     private let parameterCount: Int
+    /// The result's column names, built on the first fetch and kept: every statement names
+    /// its columns (no `SELECT *`), so they are fixed by the SQL text the cache is keyed by.
+    private var resultColumns: SQLColumns?
 
     init(handle: MariaDBHandle, sql: String) throws(DatabaseError) {
         let created: UnsafeMutablePointer<MYSQL_STMT>? = handle.withMySQL { mysql_stmt_init($0) }
@@ -141,9 +144,7 @@ final class PreparedStatement {
     private func fetchRows(_ metadata: UnsafeMutablePointer<MYSQL_RES>) throws(DatabaseError) -> [SQLRow] {
         let count = Int(mysql_num_fields(metadata))
         guard count > 0, let fields = mysql_fetch_fields(metadata) else { return [] }
-        var names: [String] = []
         var kinds: [ColumnKind] = []
-        names.reserveCapacity(count)
         kinds.reserveCapacity(count)
         let binds = UnsafeMutablePointer<MYSQL_BIND>.allocate(capacity: count)
         binds.initialize(repeating: MYSQL_BIND(), count: count)
@@ -164,7 +165,6 @@ final class PreparedStatement {
         }
         for index in 0..<count {
             let field = fields[index]
-            names.append(field.name.map { String(cString: $0) } ?? "")
             let kind = Self.kind(of: field)
             kinds.append(kind)
             let size: Int
@@ -197,7 +197,13 @@ final class PreparedStatement {
         guard mysql_stmt_bind_result(stmt, binds) == 0 else {
             throw DatabaseError.fromStatement(stmt, operation: "bind_result", sql: sql)
         }
-        let columns = SQLColumns(names: names)
+        let columns: SQLColumns
+        if let cached = resultColumns, cached.names.count == count {
+            columns = cached
+        } else {
+            columns = SQLColumns(names: (0..<count).map { fields[$0].name.map { String(cString: $0) } ?? "" })
+            resultColumns = columns
+        }
         var rows: [SQLRow] = []
         rows.reserveCapacity(Int(clamping: mysql_stmt_num_rows(stmt)))
         while true {

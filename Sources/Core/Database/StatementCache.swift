@@ -16,10 +16,11 @@ struct StatementCache {
     var count: Int { entries.count }
 
     mutating func statement(for sql: String) -> PreparedStatement? {
-        guard entries[sql] != nil else { return nil }
+        // One hash of the SQL text (a kilobyte for the inbox INSERT), not one per access.
+        guard let index = entries.index(forKey: sql) else { return nil }
         clock += 1
-        entries[sql]!.lastUse = clock
-        return entries[sql]!.statement
+        entries.values[index].lastUse = clock
+        return entries.values[index].statement
     }
 
     mutating func insert(_ statement: PreparedStatement) {

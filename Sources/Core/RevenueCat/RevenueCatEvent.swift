@@ -131,8 +131,29 @@ struct TierResolver: Sendable {
         return match(productId)
     }
 
+    /// The first rule whose `match` occurs in the lower-cased id. Ids are ASCII in practice:
+    /// those are folded and searched byte-wise, without building a lower-cased copy; any
+    /// other id is lower-cased the Unicode way first, as before.
     private func match(_ id: String) -> Tier? {
-        let lower = id.lowercased()
-        return rules.first { lower.contains($0.match) }?.tier
+        let found: (match: String, tier: Tier)?
+        if id.utf8.allSatisfy({ $0 < 0x80 }) {
+            found = rules.first { rule in Self.asciiLowercased(id.utf8, contains: rule.match.utf8) }
+        } else {
+            let lower = id.lowercased()
+            found = rules.first { lower.contains($0.match) }
+        }
+        return found?.tier
+    }
+
+    private static func asciiLowercased(_ haystack: String.UTF8View, contains needle: String.UTF8View) -> Bool {
+        guard !needle.isEmpty else { return true }
+        let hay = Array(haystack), pattern = Array(needle)
+        guard hay.count >= pattern.count else { return false }
+        for start in 0...(hay.count - pattern.count) {
+            var index = 0
+            while index < pattern.count, hay[start + index].asciiLowercased == pattern[index] { index += 1 }
+            if index == pattern.count { return true }
+        }
+        return false
     }
 }
