@@ -139,9 +139,11 @@ enum AccessProjector {
 
     /// When `userId` names a known, not deleted user with an access row: locks that row
     /// (and his `billing_users` row) and reads what `refold` needs, in one statement, the
-    /// known-user lookup and the fold's locking read together. nil otherwise, with nothing
-    /// locked (at read committed a locking read that matches no row takes no lock), and the
-    /// caller looks the user up and folds him the usual way.
+    /// known-user lookup and the fold's locking read together. nil otherwise, and the caller
+    /// looks the user up and folds him the usual way: an unknown or deleted id is left
+    /// unlocked (at read committed a locking read keeps no lock on rows it does not return);
+    /// a known user without an access row may keep his `billing_users` row locked to commit,
+    /// which only orders him with himself.
     static func lockKnownUser(_ userId: String, on db: DatabaseConnection) throws(DatabaseError) -> LockedAccess? {
         try LockedAccess(rows: try db.query("""
             SELECT a.revision, a.last_event_at, a.applied_events, \(unsafeRaw: SubscriptionState.columns) FROM billing_users u

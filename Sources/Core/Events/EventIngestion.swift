@@ -87,7 +87,8 @@ enum EventIngestion {
         // The subject is the first known candidate. For an event that will be folded, ask
         // about the first candidate with the fold's own locking read: when he is known (the
         // usual case) that one statement both decides the subject and locks and reads his
-        // access, taken before the inbox row (the order every other path locks in too).
+        // access, taken before the inbox row is written (as the claim and the user deletion
+        // also lock the user before his events).
         var prelocked: AccessProjector.LockedAccess?
         let known: Set<String>
         if event.isApplicable, event.kind != .transfer, let preferred = subjectCandidates.first,
