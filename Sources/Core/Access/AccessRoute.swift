@@ -46,7 +46,7 @@ enum AccessRoute {
             return nil
         }
         var snapshot = AccessSnapshot(record: entry.record, now: now, cadence: cadence)
-        let plan = QuotaService.plan(for: snapshot, plans: try context.plans.plans(on: db))
+        let plan = context.snapshots.plan(for: snapshot, plans: try context.plans.plans(on: db))
         guard let used = entry.used(in: plan.windows) else {
             metrics.snapshotCacheMisses.add()
             return nil
@@ -64,7 +64,7 @@ enum AccessRoute {
         let loaded = try db.readOnlySnapshot { db -> (AccessSnapshot, SnapshotCache.Entry)? in
             guard let record = try AccessRecord.load(userId: userId, now: now, on: db) else { return nil }
             var snapshot = AccessSnapshot(record: record, now: now, cadence: cadence)
-            let plan = QuotaService.plan(for: snapshot, plans: try context.plans.plans(on: db))
+            let plan = context.snapshots.plan(for: snapshot, plans: try context.plans.plans(on: db))
             let used = try QuotaService.usage(userId: userId, windows: plan.windows, on: db)
             snapshot.quota = plan.status(used: used, enforcement: context.flags.current(on: db).enforcement)
             return (snapshot, SnapshotCache.Entry(record: record, windows: plan.windows, used: used))

@@ -49,11 +49,23 @@ final class SnapshotCache: Sendable {
 
     private let entries: BoundedCache<String, Entry>
     private let renderings: BoundedCache<String, RenderedSnapshot>
+    private let plans: BoundedCache<String, QuotaResolution.Resolved>
 
     /// `capacity`: users per generation; 0 disables the cache.
     init(capacity: Int) {
         entries = BoundedCache(capacity: capacity)
         renderings = BoundedCache(capacity: capacity)
+        plans = BoundedCache(capacity: capacity)
+    }
+
+    /// The quota plan of `snapshot` (`QuotaService.plan(for:plans:)`): the user's last
+    /// resolution while it provably still gives the same plan (the same sources, plan
+    /// versions and sign-up, and no window rolled over nor version taken effect since),
+    /// otherwise a new one, kept for the next request.
+    func plan(for snapshot: AccessSnapshot, plans published: [PublishedPlan]) -> QuotaPlan {
+        let (resolved, reused) = QuotaService.plan(for: snapshot, plans: published, reusing: plans[snapshot.userId])
+        if !reused { plans.store(resolved, for: snapshot.userId) }
+        return resolved.plan
     }
 
     /// The text of `snapshot`'s answer: the user's last rendering when it says the same

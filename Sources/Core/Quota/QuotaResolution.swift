@@ -54,7 +54,44 @@ enum QuotaResolution {
     /// The plan for `sources` at `now`; no source in force is the free tier.
     /// - Parameter anchor: the user's sign-up, where windows of N days start.
     static func plan(sources: [Source], plans: [PublishedPlan], anchor: Timestamp, now: Timestamp) -> QuotaPlan {
+        resolve(sources: sources, plans: plans, anchor: anchor, now: now).plan
+    }
+
+    /// `plan` at `now`, or `last` again (`reused`) when it is provably the plan `plan` would
+    /// resolve at `now` (`Resolved.holds`): an access request reuses its user's resolution
+    /// until one of his windows rolls over or another plan version takes effect.
+    static func plan(sources: [Source], plans: [PublishedPlan], anchor: Timestamp, now: Timestamp,
+                     reusing last: Resolved?) -> (resolved: Resolved, reused: Bool) {
+        if let last, last.holds(sources: sources, plans: plans, anchor: anchor, now: now) { return (last, true) }
+        return (resolve(sources: sources, plans: plans, anchor: anchor, now: now), false)
+    }
+
+    /// A resolved plan, what it was resolved from, and the instants over which `plan` gives
+    /// it for those inputs: from its resolution up to (not including) `changesAt`, the first
+    /// later instant at which a window of any source's meter rolls over or any plan version
+    /// takes effect. Between those instants nothing `plan` reads of the clock can change: the
+    /// version in force, every window, and the version at each window's start.
+    struct Resolved: Sendable {
+        let plan: QuotaPlan
+        let sources: [Source]
+        let anchor: Timestamp
+        /// The published versions resolved against (rows are immutable: their numbers name them).
+        let planVersions: [Int]
+        let resolvedAt: Timestamp
+        /// nil: no later instant changes it.
+        let changesAt: Timestamp?
+
+        /// Whether `plan(sources:plans:anchor:now:)` gives `plan`.
+        func holds(sources: [Source], plans: [PublishedPlan], anchor: Timestamp, now: Timestamp) -> Bool {
+            guard now >= resolvedAt, changesAt.map({ now < $0 }) ?? true else { return false }
+            return anchor == self.anchor && sources == self.sources && planVersions.elementsEqual(plans.lazy.map(\.version))
+        }
+    }
+
+    private static func resolve(sources: [Source], plans: [PublishedPlan], anchor: Timestamp, now: Timestamp) -> Resolved {
         let current = PlanCatalog.plan(in: plans, at: now)
+        // Every version's effective instant after now may change which one is in force.
+        var changesAt = plans.lazy.map(\.publishedAt).filter { $0 > now }.min()
         var inForce = sources.filter { $0.tier > .free }
         if inForce.isEmpty { inForce = [Source(tier: .free)] }
         // Highest first: ties in limit resolve to the first candidate met.
@@ -80,14 +117,17 @@ enum QuotaResolution {
         // source's tier lacks gives 0 there), each with its own window and version.
         var best = [String: QuotaPlan.Meter](minimumCapacity: 16)
         for source in inForce {
-            for candidate in meters(planTier: source.planTier, plans: plans, anchor: anchor, now: now, trial: source.trialWindow) {
+            for candidate in meters(planTier: source.planTier, plans: plans, anchor: anchor, now: now, trial: source.trialWindow,
+                                    changesAt: &changesAt) {
                 if let incumbent = best[candidate.name], !isMoreGenerous(candidate.limit, than: incumbent.limit) { continue }
                 best[candidate.name] = candidate
             }
         }
         let planTier = inForce[0].planTier
-        return QuotaPlan(planVersion: current.version, planTier: planTier, capabilities: capabilities,
-                         meters: best.keys.sorted().map { best[$0]! })
+        let plan = QuotaPlan(planVersion: current.version, planTier: planTier, capabilities: capabilities,
+                             meters: best.keys.sorted().map { best[$0]! })
+        return Resolved(plan: plan, sources: sources, anchor: anchor, planVersions: plans.map(\.version), resolvedAt: now,
+                        changesAt: changesAt)
     }
 
     /// nil is unlimited.
@@ -102,8 +142,13 @@ enum QuotaResolution {
 
     /// The meter definitions of one plan tier at `now`, each with its window and the version
     /// in effect at that window's start (a running window keeps the contract it started under).
-    static func meters(planTier: PlanContract.PlanTier, plans: [PublishedPlan], anchor: Timestamp, now: Timestamp,
-                       trial: (start: Timestamp, end: Timestamp)?) -> [QuotaPlan.Meter] {
+    /// Lowers `changesAt` to the end of every window it looks at that ends after `now`: there
+    /// the window rolls over, and the next one may start under another version.
+    private static func meters(planTier: PlanContract.PlanTier, plans: [PublishedPlan], anchor: Timestamp, now: Timestamp,
+                               trial: (start: Timestamp, end: Timestamp)?, changesAt: inout Timestamp?) -> [QuotaPlan.Meter] {
+        func rollsOver(_ window: QuotaWindow) {
+            if window.end > now, changesAt.map({ window.end < $0 }) ?? true { changesAt = window.end }
+        }
         let current = PlanCatalog.plan(in: plans, at: now)
         var result: [QuotaPlan.Meter] = []
         let tierMeters = current.contract.tiers[planTier]?.meters ?? [:]
@@ -111,11 +156,13 @@ enum QuotaResolution {
             guard var meter = tierMeters[name] else { continue }
             var version = current.version
             var window = QuotaWindow.current(meter.window, anchor: anchor, now: now, trial: trial)
+            rollsOver(window)
             let atStart = PlanCatalog.plan(in: plans, at: window.start)
             if atStart.version != current.version, let older = atStart.contract.tiers[planTier]?.meters[name] {
                 meter = older
                 version = atStart.version
                 window = QuotaWindow.current(meter.window, anchor: anchor, now: now, trial: trial)
+                rollsOver(window)
             }
             result.append(QuotaPlan.Meter(name: name, limit: meter.limit, window: window, placement: meter.placement,
                                           version: version, planTier: planTier))

@@ -16,6 +16,13 @@ enum QuotaService {
                              anchor: snapshot.userCreatedAt ?? snapshot.serverTime, now: snapshot.serverTime)
     }
 
+    /// `plan(for:plans:)`, or `last` again while it still holds (`QuotaResolution.Resolved`).
+    static func plan(for snapshot: AccessSnapshot, plans: [PublishedPlan],
+                     reusing last: QuotaResolution.Resolved?) -> (resolved: QuotaResolution.Resolved, reused: Bool) {
+        QuotaResolution.plan(sources: snapshot.planSources, plans: plans,
+                             anchor: snapshot.userCreatedAt ?? snapshot.serverTime, now: snapshot.serverTime, reusing: last)
+    }
+
     /// Plan version, capabilities and every meter's balance for the snapshot's user.
     static func status(for snapshot: AccessSnapshot, plans: [PublishedPlan], enforcement: Enforcement,
                        on db: DatabaseConnection) throws -> QuotaStatus {
