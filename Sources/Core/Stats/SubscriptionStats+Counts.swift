@@ -92,34 +92,39 @@ extension SubscriptionStats {
                   e.intrinsic_at >= \(q.from) AS cur,
                   (e.kind IN ('purchase', 'renewal') AND e.is_trial = 0) AS is_paid_period,
                   ROW_NUMBER() OVER w AS rk_first,
-                  SUM(e.kind IN ('purchase', 'renewal') AND e.is_trial = 0) OVER w AS paid_seen,
-                  SUM(e.kind IN ('purchase', 'renewal') AND e.is_trial = 1) OVER w AS trial_seen,
+                  SUM(e.kind IN ('purchase', 'renewal') AND e.is_trial = 0) OVER wr AS paid_seen,
+                  SUM(e.kind IN ('purchase', 'renewal') AND e.is_trial = 1) OVER wr AS trial_seen,
                   IF(e.kind IN ('purchase', 'renewal'),
-                     SUM(e.kind IN ('purchase', 'renewal')) OVER wp, 0) AS rk_period,
+                     SUM(e.kind IN ('purchase', 'renewal')) OVER wpr, 0) AS rk_period,
                   CASE WHEN e.kind = 'cancellation' THEN
-                         IF(e.intrinsic_at >= \(q.from), SUM(e.kind = 'cancellation' AND e.intrinsic_at >= \(q.from)) OVER w,
-                            SUM(e.kind = 'cancellation' AND e.intrinsic_at < \(q.from)) OVER w)
+                         IF(e.intrinsic_at >= \(q.from), SUM(e.kind = 'cancellation' AND e.intrinsic_at >= \(q.from)) OVER wr,
+                            SUM(e.kind = 'cancellation' AND e.intrinsic_at < \(q.from)) OVER wr)
                        WHEN e.kind IN \(unsafeRaw: lostKinds) THEN
-                         IF(e.intrinsic_at >= \(q.from), SUM(e.kind IN \(unsafeRaw: lostKinds) AND e.intrinsic_at >= \(q.from)) OVER w,
-                            SUM(e.kind IN \(unsafeRaw: lostKinds) AND e.intrinsic_at < \(q.from)) OVER w)
+                         IF(e.intrinsic_at >= \(q.from), SUM(e.kind IN \(unsafeRaw: lostKinds) AND e.intrinsic_at >= \(q.from)) OVER wr,
+                            SUM(e.kind IN \(unsafeRaw: lostKinds) AND e.intrinsic_at < \(q.from)) OVER wr)
                   END AS rk_class,
                   IF(e.kind = 'refund',
-                     IF(e.intrinsic_at >= \(q.from), SUM(e.kind = 'refund' AND e.intrinsic_at >= \(q.from)) OVER w,
-                        SUM(e.kind = 'refund' AND e.intrinsic_at < \(q.from)) OVER w), 0) AS rk_refund,
+                     IF(e.intrinsic_at >= \(q.from), SUM(e.kind = 'refund' AND e.intrinsic_at >= \(q.from)) OVER wr,
+                        SUM(e.kind = 'refund' AND e.intrinsic_at < \(q.from)) OVER wr), 0) AS rk_refund,
                   IF(e.kind = 'revoke',
-                     IF(e.intrinsic_at >= \(q.from), SUM(e.kind = 'revoke' AND e.intrinsic_at >= \(q.from)) OVER w,
-                        SUM(e.kind = 'revoke' AND e.intrinsic_at < \(q.from)) OVER w), 0) AS rk_revoke,
-                  IF(e.kind = 'refund', SUM(e.kind = 'refund') OVER wp, 0) AS rk_refund_period,
+                     IF(e.intrinsic_at >= \(q.from), SUM(e.kind = 'revoke' AND e.intrinsic_at >= \(q.from)) OVER wr,
+                        SUM(e.kind = 'revoke' AND e.intrinsic_at < \(q.from)) OVER wr), 0) AS rk_revoke,
+                  IF(e.kind = 'refund', SUM(e.kind = 'refund') OVER wpr, 0) AS rk_refund_period,
                   -- One failed charge is one billing issue: RevenueCat's BILLING_ISSUE and
                   -- CANCELLATION/BILLING_ERROR, Apple's DID_FAIL_TO_RENEW and
                   -- GRACE_PERIOD_EXPIRED all name the same period.
-                  IF(e.kind = 'billing_issue', SUM(e.kind = 'billing_issue') OVER wp, 0) AS rk_billing
+                  IF(e.kind = 'billing_issue', SUM(e.kind = 'billing_issue') OVER wpr, 0) AS rk_billing
                 FROM billing_events e
                 WHERE e.environment = \(env) AND e.intrinsic_at >= \(previousFrom) AND e.intrinsic_at < \(q.to)
                   AND \(unsafeRaw: counted("e"))
                 WINDOW w AS (PARTITION BY e.subscription_id ORDER BY e.intrinsic_at, e.id),
                        wp AS (PARTITION BY e.subscription_id, COALESCE(e.purchased_at, e.intrinsic_at)
-                              ORDER BY e.intrinsic_at, e.id)
+                              ORDER BY e.intrinsic_at, e.id),
+                       -- The running sums, over the same sorts: (intrinsic_at, id) is unique, so a
+                       -- ROWS frame ends where the default RANGE frame does, without MariaDB's
+                       -- search for peer rows (a fifth of this query's time on 370k events).
+                       wr AS (w ROWS UNBOUNDED PRECEDING),
+                       wpr AS (wp ROWS UNBOUNDED PRECEDING)
               ) x
               LIMIT 18446744073709551615
             ) y
