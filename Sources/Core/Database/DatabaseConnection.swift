@@ -58,18 +58,28 @@ final class DatabaseConnection {
 
     /// Runs a statement and returns all its rows (buffered).
     func query(_ query: SQLQuery) throws(DatabaseError) -> [SQLRow] {
-        try run(query, collectRows: true).rows
+        var rows: [SQLRow] = []
+        try forEachRow(query) { (row: SQLRow) throws(DatabaseError) in rows.append(row) }
+        return rows
+    }
+
+    /// Runs a statement and hands its rows to `body` one at a time, in order, keeping none:
+    /// for results too long to hold as Swift values (the stats' scan of a period's events).
+    /// The result is still buffered by the client library, so `body` may run other
+    /// statements on this connection only after the call returns.
+    func forEachRow(_ query: SQLQuery, _ body: (SQLRow) throws(DatabaseError) -> Void) throws(DatabaseError) {
+        _ = try withoutActuallyEscaping(body) { (body) throws(DatabaseError) in try run(query, eachRow: body) }
     }
 
     /// The first row, or nil. Add `LIMIT 1` to the SQL when more rows could match.
     func queryOne(_ query: SQLQuery) throws(DatabaseError) -> SQLRow? {
-        try run(query, collectRows: true).rows.first
+        try self.query(query).first
     }
 
     /// Runs a statement for its effect (INSERT, UPDATE, DELETE, DDL); any rows are discarded.
     @discardableResult
     func execute(_ query: SQLQuery) throws(DatabaseError) -> ExecuteResult {
-        try run(query, collectRows: false).result
+        try run(query, eachRow: nil)
     }
 
     /// The number of prepared statements currently cached (for tests and diagnostics).
@@ -78,12 +88,14 @@ final class DatabaseConnection {
     /// COMMIT or ROLLBACK of the open `transaction` (`inTransaction` only): the one statement
     /// inside a transaction whose reply may say that no transaction is open.
     func executeEndingTransaction(_ query: SQLQuery) throws(DatabaseError) {
-        _ = try run(query, collectRows: false, endsTransaction: true)
+        try run(query, endsTransaction: true, eachRow: nil)
     }
 
     // MARK: - Internals
 
-    private func run(_ query: SQLQuery, collectRows: Bool, endsTransaction: Bool = false) throws(DatabaseError) -> (rows: [SQLRow], result: ExecuteResult) {
+    @discardableResult
+    private func run(_ query: SQLQuery, endsTransaction: Bool = false,
+                     eachRow: ((SQLRow) throws(DatabaseError) -> Void)?) throws(DatabaseError) -> ExecuteResult {
         let handle = try acquireHandle()
         do throws(DatabaseError) {
             let statement: PreparedStatement
@@ -93,7 +105,7 @@ final class DatabaseConnection {
                 statement = try PreparedStatement(handle: handle, sql: query.sql)
                 statements.insert(statement)
             }
-            let outcome = try statement.run(query.binds, collectRows: collectRows)
+            let outcome = try statement.run(query.binds, eachRow: eachRow)
             // Inside a transaction every reply must still report it open. A reply that does
             // not means the server ended (rolled back) the transaction without reporting an
             // error: on Galera, a brute-force abort during a locking UNION read answered
@@ -132,7 +144,7 @@ final class DatabaseConnection {
         handle = opened
         for statement in sessionSetup {
             do {
-                _ = try PreparedStatement(handle: opened, sql: statement.sql).run(statement.binds, collectRows: false)
+                _ = try PreparedStatement(handle: opened, sql: statement.sql).run(statement.binds, eachRow: nil)
             } catch {
                 dropHandle()
                 throw error

@@ -50,8 +50,9 @@ final class PreparedStatement {
 
     deinit { mysql_stmt_close(stmt) }
 
-    /// Binds, executes, and (when `collectRows`) reads the whole result set.
-    func run(_ binds: [SQLValue], collectRows: Bool) throws(DatabaseError) -> (rows: [SQLRow], result: ExecuteResult) {
+    /// Binds, executes, and hands each row of the result to `eachRow` in order (none when
+    /// nil), without keeping them: a long result costs one row's Swift values at a time.
+    func run(_ binds: [SQLValue], eachRow: ((SQLRow) throws(DatabaseError) -> Void)?) throws(DatabaseError) -> ExecuteResult {
         guard binds.count == parameterCount else {
             throw DatabaseError.misuse("statement has \(parameterCount) placeholders but \(binds.count) binds", sql: sql)
         }
@@ -59,8 +60,8 @@ final class PreparedStatement {
         guard let metadata = mysql_stmt_result_metadata(stmt) else {
             if mysql_stmt_field_count(stmt) != 0 { throw DatabaseError.fromStatement(stmt, operation: "metadata", sql: sql) }
             let affected = mysql_stmt_affected_rows(stmt)
-            return ([], ExecuteResult(affectedRows: affected == UInt64.max ? 0 : Int(clamping: affected),
-                                      lastInsertID: mysql_stmt_insert_id(stmt)))
+            return ExecuteResult(affectedRows: affected == UInt64.max ? 0 : Int(clamping: affected),
+                                 lastInsertID: mysql_stmt_insert_id(stmt))
         }
         defer { mysql_free_result(metadata) }
         // Buffering the result client-side frees the connection for the next statement and
@@ -69,8 +70,8 @@ final class PreparedStatement {
             throw DatabaseError.fromStatement(stmt, operation: "store_result", sql: sql)
         }
         defer { mysql_stmt_free_result(stmt) }
-        let rows = collectRows ? try fetchRows(metadata) : []
-        return (rows, ExecuteResult(affectedRows: 0, lastInsertID: 0))
+        if let eachRow { try fetchRows(metadata, into: eachRow) }
+        return ExecuteResult(affectedRows: 0, lastInsertID: 0)
     }
 
     // MARK: - Parameters
@@ -141,9 +142,10 @@ final class PreparedStatement {
         case null, signed, unsigned, double, datetime, text, binary
     }
 
-    private func fetchRows(_ metadata: UnsafeMutablePointer<MYSQL_RES>) throws(DatabaseError) -> [SQLRow] {
+    private func fetchRows(_ metadata: UnsafeMutablePointer<MYSQL_RES>,
+                           into eachRow: (SQLRow) throws(DatabaseError) -> Void) throws(DatabaseError) {
         let count = Int(mysql_num_fields(metadata))
-        guard count > 0, let fields = mysql_fetch_fields(metadata) else { return [] }
+        guard count > 0, let fields = mysql_fetch_fields(metadata) else { return }
         var kinds: [ColumnKind] = []
         kinds.reserveCapacity(count)
         let binds = UnsafeMutablePointer<MYSQL_BIND>.allocate(capacity: count)
@@ -204,8 +206,6 @@ final class PreparedStatement {
             columns = SQLColumns(names: (0..<count).map { fields[$0].name.map { String(cString: $0) } ?? "" })
             resultColumns = columns
         }
-        var rows: [SQLRow] = []
-        rows.reserveCapacity(Int(clamping: mysql_stmt_num_rows(stmt)))
         while true {
             let rc = mysql_stmt_fetch(stmt)
             if rc == MYSQL_NO_DATA { break }
@@ -242,9 +242,8 @@ final class PreparedStatement {
                     values.append(kinds[index] == .text ? .string(String(decoding: bytes, as: UTF8.self)) : .bytes(bytes))
                 }
             }
-            rows.append(SQLRow(columns: columns, values: values))
+            try eachRow(SQLRow(columns: columns, values: values))
         }
-        return rows
     }
 
     /// A value longer than its buffer (max_length is exact after store_result, so this is a
