@@ -41,110 +41,162 @@ extension SubscriptionStats {
         return "DATE(CONVERT_TZ(\(expression), '+00:00', \(zone)))"
     }
 
-    /// One scan of the events of both periods (index environment, intrinsic_at): window
-    /// functions rank each event within its subscription (duplicates of one period reported
-    /// by two channels, the first cancellation/loss/refund of a subscription in a period);
-    /// per-subscription index lookups decide "first event ever" (only for a purchase that
-    /// is its subscription's first event in the scan) and "previous period start was a
-    /// trial" (only for the first paid period in the scan, or after a trial seen in the
-    /// scan: otherwise the previous period start is in the scan and paid). Grouped by
-    /// (period, local day).
+    /// The counts of both periods by (period, local day), from one scan of their events
+    /// ordered by subscription and time (a range of the `(environment, intrinsic_at)` index
+    /// and one sort), folded here one subscription at a time, plus one look per subscription
+    /// at its history before the scan (index-only, sql/005_stats.sql). The definitions are
+    /// those of docs/stats.md, per event:
+    /// - new: a purchase that is its subscription's first counted event ever (trials: of
+    ///   those, the trial ones);
+    /// - converted: the first report of a paid period (purchase/renewal, not a trial) whose
+    ///   previous purchase/renewal was a trial;
+    /// - renewals, gross revenue: the first report of a period (twins from both channels
+    ///   share the subscription and the period key COALESCE(purchased_at, intrinsic_at));
+    /// - cancellations, lost (expiration/refund/revoke), refunds, revocations: the first of
+    ///   its class for the subscription within the same period ([from, to) or the previous);
+    /// - refunded amount, billing issues: the first of its kind per period key.
+    /// MariaDB's window functions computed the same (`StatsCountsRuleTests` keeps that query
+    /// as the reference), but their running sums each passed over a temporary table that
+    /// grows with the period: 8 s for a year of a 370k-event inbox, against 1.7 s for the
+    /// whole report with this scan and fold (docs/stats.md, "Cost").
     static func dailyCounts(_ q: Query, previousFrom: Timestamp, zone: String?, on db: DatabaseConnection) throws -> [DayCounts] {
         let env = q.environment.rawValue
-        let before = "(p.intrinsic_at < x.intrinsic_at OR (p.intrinsic_at = x.intrinsic_at AND p.id < x.id))"
-        let rows = try db.query("""
-            SELECT y.cur, \(localDay("y.intrinsic_at", zone: zone)) AS day,
-              SUM(y.is_new) AS new_count,
-              SUM(y.is_new AND y.is_trial = 1) AS trials,
-              SUM(y.converted) AS converted,
-              SUM(y.kind = 'renewal' AND y.rk_period = 1) AS renewals,
-              SUM(y.kind = 'cancellation' AND y.rk_class = 1) AS cancellations,
-              SUM(y.kind IN \(unsafeRaw: lostKinds) AND y.rk_class = 1) AS lost,
-              SUM(y.kind = 'refund' AND y.rk_refund = 1) AS refunds,
-              SUM(y.kind = 'revoke' AND y.rk_revoke = 1) AS revocations,
-              SUM(y.kind = 'billing_issue' AND y.rk_billing = 1) AS billing_issues,
-              SUM(CASE WHEN y.is_paid_period = 1 AND y.rk_period = 1 AND y.currency = \(q.currency) AND y.price_milli > 0
-                  THEN y.price_milli ELSE 0 END) AS gross_milli,
-              SUM(CASE WHEN y.kind = 'refund' AND y.rk_refund_period = 1 AND y.currency = \(q.currency)
-                  THEN ABS(COALESCE(y.price_milli, 0)) ELSE 0 END) AS refunded_milli
-            FROM (
-              -- The LIMIT keeps this derived table from being merged into the outer query:
-              -- MariaDB 10.11 loses the correlated references to x when a merged prepared
-              -- statement is executed a second time ("Unknown column x.subscription_id").
-              SELECT x.*,
-                CASE WHEN x.rk_first = 1 AND x.kind = 'purchase' THEN NOT EXISTS (
-                    SELECT 1 FROM billing_events p
-                    WHERE p.environment = \(env) AND p.subscription_id = x.subscription_id
-                      AND p.intrinsic_at <= x.intrinsic_at AND \(unsafeRaw: before) AND \(unsafeRaw: counted("p")))
-                  ELSE 0 END AS is_new,
-                CASE WHEN x.is_paid_period = 1 AND x.rk_period = 1 AND (x.paid_seen = 1 OR x.trial_seen > 0) THEN COALESCE((
-                    SELECT p.is_trial FROM billing_events p
-                    WHERE p.environment = \(env) AND p.subscription_id = x.subscription_id
-                      AND p.intrinsic_at <= x.intrinsic_at AND \(unsafeRaw: before)
-                      AND p.status IN ('applied', 'unmatched') AND p.kind IN ('purchase', 'renewal')
-                    ORDER BY p.intrinsic_at DESC, p.id DESC LIMIT 1), 0)
-                  ELSE 0 END AS converted
-              FROM (
-                -- Two sorts only: w (the subscription's events in time order) for "first in
-                -- the scan" and running counts of cancellations/losses/refunds per period,
-                -- wp (the events of one period, by period key) for cross-channel twins.
-                SELECT e.id, e.subscription_id, e.intrinsic_at, e.kind, e.is_trial, e.price_milli, e.currency,
-                  e.intrinsic_at >= \(q.from) AS cur,
-                  (e.kind IN ('purchase', 'renewal') AND e.is_trial = 0) AS is_paid_period,
-                  ROW_NUMBER() OVER w AS rk_first,
-                  SUM(e.kind IN ('purchase', 'renewal') AND e.is_trial = 0) OVER wr AS paid_seen,
-                  SUM(e.kind IN ('purchase', 'renewal') AND e.is_trial = 1) OVER wr AS trial_seen,
-                  IF(e.kind IN ('purchase', 'renewal'),
-                     SUM(e.kind IN ('purchase', 'renewal')) OVER wpr, 0) AS rk_period,
-                  CASE WHEN e.kind = 'cancellation' THEN
-                         IF(e.intrinsic_at >= \(q.from), SUM(e.kind = 'cancellation' AND e.intrinsic_at >= \(q.from)) OVER wr,
-                            SUM(e.kind = 'cancellation' AND e.intrinsic_at < \(q.from)) OVER wr)
-                       WHEN e.kind IN \(unsafeRaw: lostKinds) THEN
-                         IF(e.intrinsic_at >= \(q.from), SUM(e.kind IN \(unsafeRaw: lostKinds) AND e.intrinsic_at >= \(q.from)) OVER wr,
-                            SUM(e.kind IN \(unsafeRaw: lostKinds) AND e.intrinsic_at < \(q.from)) OVER wr)
-                  END AS rk_class,
-                  IF(e.kind = 'refund',
-                     IF(e.intrinsic_at >= \(q.from), SUM(e.kind = 'refund' AND e.intrinsic_at >= \(q.from)) OVER wr,
-                        SUM(e.kind = 'refund' AND e.intrinsic_at < \(q.from)) OVER wr), 0) AS rk_refund,
-                  IF(e.kind = 'revoke',
-                     IF(e.intrinsic_at >= \(q.from), SUM(e.kind = 'revoke' AND e.intrinsic_at >= \(q.from)) OVER wr,
-                        SUM(e.kind = 'revoke' AND e.intrinsic_at < \(q.from)) OVER wr), 0) AS rk_revoke,
-                  IF(e.kind = 'refund', SUM(e.kind = 'refund') OVER wpr, 0) AS rk_refund_period,
-                  -- One failed charge is one billing issue: RevenueCat's BILLING_ISSUE and
-                  -- CANCELLATION/BILLING_ERROR, Apple's DID_FAIL_TO_RENEW and
-                  -- GRACE_PERIOD_EXPIRED all name the same period.
-                  IF(e.kind = 'billing_issue', SUM(e.kind = 'billing_issue') OVER wpr, 0) AS rk_billing
-                FROM billing_events e
-                WHERE e.environment = \(env) AND e.intrinsic_at >= \(previousFrom) AND e.intrinsic_at < \(q.to)
-                  AND \(unsafeRaw: counted("e"))
-                WINDOW w AS (PARTITION BY e.subscription_id ORDER BY e.intrinsic_at, e.id),
-                       wp AS (PARTITION BY e.subscription_id, COALESCE(e.purchased_at, e.intrinsic_at)
-                              ORDER BY e.intrinsic_at, e.id),
-                       -- The running sums, over the same sorts: (intrinsic_at, id) is unique, so a
-                       -- ROWS frame ends where the default RANGE frame does, without MariaDB's
-                       -- search for peer rows (a fifth of this query's time on 370k events).
-                       wr AS (w ROWS UNBOUNDED PRECEDING),
-                       wpr AS (wp ROWS UNBOUNDED PRECEDING)
-              ) x
-              LIMIT 18446744073709551615
-            ) y
-            GROUP BY y.cur, day
-            ORDER BY y.cur, day
-            """)
-        return try rows.map { row in
-            var c = Counts()
-            c.new = try row.int64("new_count")
-            c.trials = try row.int64("trials")
-            c.converted = try row.int64("converted")
-            c.renewals = try row.int64("renewals")
-            c.cancellations = try row.int64("cancellations")
-            c.lost = try row.int64("lost")
-            c.refunds = try row.int64("refunds")
-            c.revocations = try row.int64("revocations")
-            c.billingIssues = try row.int64("billing_issues")
-            c.grossMilli = try row.int64("gross_milli")
-            c.refundedMilli = try row.int64("refunded_milli")
-            return DayCounts(current: try row.bool("cur"), day: try dayString(row, "day"), counts: c)
+        let scanned: SQLQuery = """
+            e.environment = \(env) AND e.intrinsic_at >= \(previousFrom) AND e.intrinsic_at < \(q.to) AND \(unsafeRaw: counted("e"))
+            """
+        // Before the scan: has the subscription a counted event, and was its latest
+        // purchase/renewal a trial? (Everything later is in the scan.)
+        var history: [String: (seenBefore: Bool, lastPeriodTrial: Bool)] = [:]
+        try db.forEachRow("""
+            SELECT s.subscription_id,
+              EXISTS (SELECT 1 FROM billing_events p
+                      WHERE p.environment = \(env) AND p.subscription_id = s.subscription_id
+                        AND p.intrinsic_at < \(previousFrom) AND \(unsafeRaw: counted("p"))) AS seen_before,
+              COALESCE((SELECT p.is_trial FROM billing_events p
+                        WHERE p.environment = \(env) AND p.subscription_id = s.subscription_id
+                          AND p.intrinsic_at < \(previousFrom)
+                          AND p.status IN ('applied', 'unmatched') AND p.kind IN ('purchase', 'renewal')
+                        ORDER BY p.intrinsic_at DESC, p.id DESC LIMIT 1), 0) AS last_period_trial
+            FROM (SELECT DISTINCT e.subscription_id FROM billing_events e WHERE \(scanned)) s
+            """) { (row: SQLRow) throws(DatabaseError) in
+            let seen = try row.bool("seen_before"), trial = try row.bool("last_period_trial")
+            if seen || trial { history[subscriptionKey(try row.string("subscription_id"))] = (seen, trial) }
+        }
+
+        var days: [DayKey: Counts] = [:]
+        var subscription = ""
+        var fold = SubscriptionFold(seenBefore: false, lastPeriodTrial: false)
+        try db.forEachRow("""
+            SELECT e.subscription_id, e.kind, e.is_trial, e.price_milli, e.currency,
+              e.intrinsic_at >= \(q.from) AS cur, COALESCE(e.purchased_at, e.intrinsic_at) AS period_key,
+              \(localDay("e.intrinsic_at", zone: zone)) AS day
+            FROM billing_events e
+            WHERE \(scanned)
+            ORDER BY e.subscription_id, e.intrinsic_at, e.id
+            """) { (row: SQLRow) throws(DatabaseError) in
+            let key = subscriptionKey(try row.string("subscription_id"))
+            if key != subscription || fold.scanned == 0 {
+                subscription = key
+                let before = history[key]
+                fold = SubscriptionFold(seenBefore: before?.seenBefore ?? false, lastPeriodTrial: before?.lastPeriodTrial ?? false)
+            }
+            let event = FoldedEvent(kind: try row.string("kind"), isTrial: try row.bool("is_trial"),
+                                    priceMilli: try row.optionalInt64("price_milli"),
+                                    inCurrency: try row.optionalString("currency") == q.currency,
+                                    current: try row.bool("cur"),
+                                    periodKey: try row.timestamp("period_key").millisecondsSinceEpoch)
+            let day = DayKey(current: event.current, day: try row.timestamp("day").millisecondsSinceEpoch)
+            fold.fold(event, into: &days[day, default: Counts()])
+        }
+        return days.sorted { ($0.key.current ? 1 : 0, $0.key.day) < ($1.key.current ? 1 : 0, $1.key.day) }.map {
+            DayCounts(current: $0.key.current, day: formatDay(Timestamp(millisecondsSinceEpoch: $0.key.day).civil),
+                      counts: $0.value)
+        }
+    }
+
+    /// The subscription an id names for MariaDB: `utf8mb4_bin` pads with spaces, so ids that
+    /// differ only by trailing spaces are one subscription (sorted together, one history).
+    static func subscriptionKey(_ id: String) -> String {
+        guard id.utf8.last == 0x20 else { return id }
+        return String(decoding: id.utf8.reversed().drop { $0 == 0x20 }.reversed(), as: UTF8.self)
+    }
+
+    struct DayKey: Hashable {
+        var current: Bool
+        var day: Int64
+    }
+
+    /// One scanned event, as the counts need it.
+    struct FoldedEvent {
+        var kind: String
+        var isTrial: Bool
+        var priceMilli: Int64?
+        /// In the report's currency.
+        var inCurrency: Bool
+        /// In [from, to), not in the previous period.
+        var current: Bool
+        var periodKey: Int64
+    }
+
+    /// What the counts remember of one subscription while its events pass in time order
+    /// (a few counters, and three per period key it reported).
+    struct SubscriptionFold {
+        /// A counted event before the scan (its first purchase in the scan is then not new).
+        var seenBefore: Bool
+        /// Whether the latest purchase/renewal so far was a trial.
+        var lastPeriodTrial: Bool
+        var scanned = 0
+        /// Cancellations, losses, refunds, revocations so far, per period (previous, current).
+        var classes = [ClassCounts(), ClassCounts()]
+        /// Reports so far of each period key: purchases/renewals, refunds, billing issues.
+        var periods: [Int64: (starts: Int, refunds: Int, billingIssues: Int)] = [:]
+
+        struct ClassCounts {
+            var cancellations = 0, lost = 0, refunds = 0, revocations = 0
+        }
+
+        mutating func fold(_ e: FoldedEvent, into c: inout Counts) {
+            scanned += 1
+            let periodStart = e.kind == "purchase" || e.kind == "renewal"
+            if e.kind == "purchase" && scanned == 1 && !seenBefore {
+                c.new += 1
+                if e.isTrial { c.trials += 1 }
+            }
+            if periodStart {
+                periods[e.periodKey, default: (0, 0, 0)].starts += 1
+                let firstReport = periods[e.periodKey]!.starts == 1
+                if firstReport && !e.isTrial {
+                    if lastPeriodTrial { c.converted += 1 }
+                    if e.inCurrency, let price = e.priceMilli, price > 0 { c.grossMilli += price }
+                }
+                if firstReport && e.kind == "renewal" { c.renewals += 1 }
+                lastPeriodTrial = e.isTrial
+            }
+            let p = e.current ? 1 : 0
+            switch e.kind {
+            case "cancellation":
+                classes[p].cancellations += 1
+                if classes[p].cancellations == 1 { c.cancellations += 1 }
+            case "expiration", "refund", "revoke":
+                classes[p].lost += 1
+                if classes[p].lost == 1 { c.lost += 1 }
+            default:
+                break
+            }
+            if e.kind == "refund" {
+                classes[p].refunds += 1
+                if classes[p].refunds == 1 { c.refunds += 1 }
+                periods[e.periodKey, default: (0, 0, 0)].refunds += 1
+                if periods[e.periodKey]!.refunds == 1 && e.inCurrency { c.refundedMilli += abs(e.priceMilli ?? 0) }
+            }
+            if e.kind == "revoke" {
+                classes[p].revocations += 1
+                if classes[p].revocations == 1 { c.revocations += 1 }
+            }
+            if e.kind == "billing_issue" {
+                periods[e.periodKey, default: (0, 0, 0)].billingIssues += 1
+                if periods[e.periodKey]!.billingIssues == 1 { c.billingIssues += 1 }
+            }
         }
     }
 
