@@ -6,6 +6,7 @@
 #include <fcgiapp.h>
 #include <mysql.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,10 @@ int main(int argc, char **argv) {
     fclose(f);
     db_password[strcspn(db_password, "\n")] = 0;
     FCGX_Init();
+    /* FCGX_Init catches SIGTERM to end the accept loop after the next request; with every
+     * thread blocked in accept() that never comes, and scripts/bench's kill left one
+     * responder (and its connections) behind per run. */
+    signal(SIGTERM, SIG_DFL);
     mysql_library_init(0, NULL, NULL);
     unlink(argv[1]);
     listen_fd = FCGX_OpenSocket(argv[1], 1024);
