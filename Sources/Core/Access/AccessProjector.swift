@@ -131,10 +131,10 @@ enum AccessProjector {
             guard let first = rows.first else { return nil }
             stored = []
             for row in rows where !row["subscription_id"].isNull { stored.append(try SubscriptionState(row: row)) }
-            // In the fold's own order (`StoreFold`), so that an unchanged projection compares
-            // equal whatever order the rows came in: sorted here, not by an ORDER BY, which
-            // made MariaDB build a temporary table and sort it on every ingested event.
-            stored.sort { $0.subscriptionId < $1.subscriptionId }
+            // In the fold's own order, so that an unchanged projection compares equal whatever
+            // order the rows came in: sorted here, not by an ORDER BY, which made MariaDB
+            // build a temporary table and sort it on every ingested event.
+            stored.sort(by: SubscriptionState.projectionOrder)
             revision = try first.uint64("revision")
             lastEventAt = try first.optionalTimestamp("last_event_at")
             appliedEvents = try first.int("applied_events")

@@ -33,7 +33,7 @@ enum StoreFold {
             let key = subscriptionKey(event)
             states[key] = apply(event, at: at, to: states[key], key: key)
         }
-        return StoreProjection(subscriptions: states.values.sorted { $0.subscriptionId < $1.subscriptionId },
+        return StoreProjection(subscriptions: states.values.sorted(by: SubscriptionState.projectionOrder),
                                lastEventAt: lastEventAt, appliedEvents: applied)
     }
 
@@ -58,7 +58,7 @@ enum StoreFold {
             return nil
         }
         states[key] = apply(event, at: at, to: current, key: key)
-        return StoreProjection(subscriptions: states.values.sorted { $0.subscriptionId < $1.subscriptionId },
+        return StoreProjection(subscriptions: states.values.sorted(by: SubscriptionState.projectionOrder),
                                lastEventAt: at, appliedEvents: projection.appliedEvents + 1)
     }
 

@@ -30,6 +30,12 @@ struct PendingChange: Sendable, Equatable {
 
 /// One store subscription of a user as the fold leaves it. Stored in `billing_subscriptions`.
 struct SubscriptionState: Sendable, Equatable {
+    /// The order of a projection's subscriptions, wherever one is built (the fold) or read
+    /// back (the stored rows): two projections compare equal only when listed alike.
+    static func projectionOrder(_ a: SubscriptionState, _ b: SubscriptionState) -> Bool {
+        a.subscriptionId < b.subscriptionId
+    }
+
     var subscriptionId: String
     var provider: EventProvider
     var platform: String?

@@ -65,8 +65,8 @@ final class DatabaseConnection {
 
     /// Runs a statement and hands its rows to `body` one at a time, in order, keeping none:
     /// for results too long to hold as Swift values (the stats' scan of a period's events).
-    /// The result is still buffered by the client library, so `body` may run other
-    /// statements on this connection only after the call returns.
+    /// The result is still buffered whole by the client library; `body` must not run
+    /// statements on this connection.
     func forEachRow(_ query: SQLQuery, _ body: (SQLRow) throws(DatabaseError) -> Void) throws(DatabaseError) {
         _ = try withoutActuallyEscaping(body) { (body) throws(DatabaseError) in try run(query, eachRow: body) }
     }

@@ -84,7 +84,7 @@ extension SubscriptionStats {
         }
 
         var days: [DayKey: Counts] = [:]
-        var subscription = ""
+        var subscription: String?
         var fold = SubscriptionFold(seenBefore: false, lastPeriodTrial: false)
         try db.forEachRow("""
             SELECT e.subscription_id, e.kind, e.is_trial, e.price_milli, e.currency,
@@ -95,7 +95,7 @@ extension SubscriptionStats {
             ORDER BY e.subscription_id, e.intrinsic_at, e.id
             """) { (row: SQLRow) throws(DatabaseError) in
             let key = subscriptionKey(try row.string("subscription_id"))
-            if key != subscription || fold.scanned == 0 {
+            if key != subscription {
                 subscription = key
                 let before = history[key]
                 fold = SubscriptionFold(seenBefore: before?.seenBefore ?? false, lastPeriodTrial: before?.lastPeriodTrial ?? false)
