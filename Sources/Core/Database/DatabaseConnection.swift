@@ -99,10 +99,10 @@ final class DatabaseConnection {
         let handle = try acquireHandle()
         do throws(DatabaseError) {
             let statement: PreparedStatement
-            if let cached = statements.statement(for: query.sql) {
+            if let cached = statements.statement(for: query.text) {
                 statement = cached
             } else {
-                statement = try PreparedStatement(handle: handle, sql: query.sql)
+                statement = try PreparedStatement(handle: handle, text: query.text)
                 statements.insert(statement)
             }
             let outcome = try statement.run(query.binds, eachRow: eachRow)
@@ -117,7 +117,7 @@ final class DatabaseConnection {
             }
             return outcome
         } catch {
-            handleFailure(error, sql: query.sql)
+            handleFailure(error, text: query.text)
             throw error
         }
     }
@@ -125,11 +125,11 @@ final class DatabaseConnection {
     /// Drops the session after a connection-level error; forgets a statement that failed in
     /// the client library (its state is unknown). Server errors such as a duplicate key
     /// leave the statement reusable.
-    private func handleFailure(_ error: DatabaseError, sql: String) {
+    private func handleFailure(_ error: DatabaseError, text: SQLText) {
         if error.dropsConnection {
             dropHandle()
         } else if error.errno >= 2000 && error.errno < 3000 {
-            statements.remove(sql)
+            statements.remove(text)
         }
     }
 
@@ -144,7 +144,7 @@ final class DatabaseConnection {
         handle = opened
         for statement in sessionSetup {
             do {
-                _ = try PreparedStatement(handle: opened, sql: statement.sql).run(statement.binds, eachRow: nil)
+                _ = try PreparedStatement(handle: opened, text: statement.text).run(statement.binds, eachRow: nil)
             } catch {
                 dropHandle()
                 throw error

@@ -15,7 +15,9 @@ struct ExecuteResult: Sendable, Equatable {
 
 /// Owns one `MYSQL_STMT*`; closes it in `deinit`. Keeps its `MariaDBHandle` alive.
 final class PreparedStatement {
-    let sql: String
+    let text: SQLText
+    /// The statement's text, for error messages.
+    var sql: String { text.string }
     private let handle: MariaDBHandle
     private let stmt: UnsafeMutablePointer<MYSQL_STMT>
     private let parameterCount: Int
@@ -23,18 +25,18 @@ final class PreparedStatement {
     /// its columns (no `SELECT *`), so they are fixed by the SQL text the cache is keyed by.
     private var resultColumns: SQLColumns?
 
-    init(handle: MariaDBHandle, sql: String) throws(DatabaseError) {
+    init(handle: MariaDBHandle, text: SQLText) throws(DatabaseError) {
         let created: UnsafeMutablePointer<MYSQL_STMT>? = handle.withMySQL { mysql_stmt_init($0) }
         guard let stmt = created else {
-            throw handle.withMySQL { DatabaseError.fromConnection($0, operation: "stmt_init", sql: sql) }
+            throw handle.withMySQL { DatabaseError.fromConnection($0, operation: "stmt_init", sql: text.string) }
         }
-        var utf8 = Array(sql.utf8)
+        var utf8 = text.bytes
         utf8.append(0)
         let rc = utf8.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { mysql_stmt_prepare(stmt, $0.baseAddress, UInt(buffer.count - 1)) }
         }
         if rc != 0 {
-            let error = DatabaseError.fromStatement(stmt, operation: "prepare", sql: sql)
+            let error = DatabaseError.fromStatement(stmt, operation: "prepare", sql: text.string)
             mysql_stmt_close(stmt)
             throw error
         }
@@ -42,7 +44,7 @@ final class PreparedStatement {
         // columns get a buffer of exactly the longest value in the result (multi-MB TEXT included).
         var updateMaxLength: my_bool = 1
         mysql_stmt_attr_set(stmt, STMT_ATTR_UPDATE_MAX_LENGTH, &updateMaxLength)
-        self.sql = sql
+        self.text = text
         self.handle = handle
         self.stmt = stmt
         self.parameterCount = Int(mysql_stmt_param_count(stmt))

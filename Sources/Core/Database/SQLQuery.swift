@@ -7,28 +7,37 @@
 /// `SQLQuery(unsafeSQL:binds:)` or `\(unsafeRaw: ...)` for trusted fragments such as a
 /// column list chosen from constants.
 struct SQLQuery: Sendable, Equatable, ExpressibleByStringInterpolation {
-    /// The statement text with `?` placeholders.
-    private(set) var sql: String
+    /// The statement text with `?` placeholders, as bytes (`SQLText`: what the statement
+    /// cache is keyed by).
+    private(set) var text: SQLText
     /// One value per placeholder, in order.
     private(set) var binds: [SQLValue]
 
     /// The only raw path: `unsafeSQL` is sent as is, so it must never contain untrusted text.
     init(unsafeSQL: String, binds: [SQLValue] = []) {
-        self.sql = unsafeSQL
+        self.text = SQLText(unsafeSQL)
         self.binds = binds
     }
+
+    private init(text: SQLText, binds: [SQLValue]) {
+        self.text = text
+        self.binds = binds
+    }
+
+    /// The statement text with `?` placeholders.
+    var sql: String { text.string }
 
     init(stringLiteral value: String) {
         self.init(unsafeSQL: value)
     }
 
     init(stringInterpolation: StringInterpolation) {
-        self.init(unsafeSQL: stringInterpolation.sql, binds: stringInterpolation.binds)
+        self.init(text: stringInterpolation.text, binds: stringInterpolation.binds)
     }
 
     /// Appends another query (its text and binds), e.g. an optional WHERE clause.
     mutating func append(_ other: SQLQuery) {
-        sql += other.sql
+        text.append(other.text)
         binds += other.binds
     }
 
@@ -39,18 +48,18 @@ struct SQLQuery: Sendable, Equatable, ExpressibleByStringInterpolation {
     }
 
     struct StringInterpolation: StringInterpolationProtocol {
-        var sql = ""
+        var text = SQLText()
         var binds: [SQLValue] = []
 
         init(literalCapacity: Int, interpolationCount: Int) {
-            sql.reserveCapacity(literalCapacity + interpolationCount)
+            text.reserveCapacity(literalCapacity + interpolationCount)
             binds.reserveCapacity(interpolationCount)
         }
 
-        mutating func appendLiteral(_ literal: String) { sql += literal }
+        mutating func appendLiteral(_ literal: String) { text.append(literal) }
 
         mutating func appendInterpolation(_ value: SQLValue) {
-            sql += "?"
+            text.append(ascii: UInt8(ascii: "?"))
             binds.append(value)
         }
 
@@ -77,23 +86,23 @@ struct SQLQuery: Sendable, Equatable, ExpressibleByStringInterpolation {
         /// `?, ?, ?` for an `IN (...)` list; an empty list becomes `NULL`, which matches nothing.
         mutating func appendInterpolation(list values: [SQLValue]) {
             if values.isEmpty {
-                sql += "NULL"
+                text.append("NULL")
                 return
             }
             for (index, value) in values.enumerated() {
-                if index > 0 { sql += ", " }
+                if index > 0 { text.append(", ") }
                 appendInterpolation(value)
             }
         }
 
         /// An embedded query with its own binds.
         mutating func appendInterpolation(_ query: SQLQuery) {
-            sql += query.sql
+            text.append(query.text)
             binds += query.binds
         }
 
         /// Trusted SQL text inserted verbatim (a column list or ORDER BY chosen from constants).
         /// Never pass anything derived from input.
-        mutating func appendInterpolation(unsafeRaw fragment: String) { sql += fragment }
+        mutating func appendInterpolation(unsafeRaw fragment: String) { text.append(fragment) }
     }
 }
