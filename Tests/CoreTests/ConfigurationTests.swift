@@ -290,6 +290,34 @@ import Testing
         #expect(try JSON.parse(lines[1])["msg"] == "second \"quoted\"\nline")
     }
 
+    /// A request's logger batches its info and debug lines with the access lines; notice and
+    /// above go out at once, after them, in the order given. The logger it came from is
+    /// unchanged: its lines are written at once.
+    @Test func aBatchingLoggerBuffersRoutineLinesOnly() throws {
+        let path = "/tmp/fcgibilling-log-batching-\(getpid()).log"
+        defer { unlink(path) }
+        let sink = try LogSink(path: path, minimumLevel: .debug)
+        let base = Logger(sink: sink, clock: FixedClock(Timestamp(millisecondsSinceEpoch: 0)))
+        let request = base.with("request.id", "r1").batchingRoutineLines()
+        func messages() throws -> [String] {
+            try FileIO.readString(path).split(separator: "\n").map { try JSON.parse(String($0))["msg"]?.stringValue ?? "" }
+        }
+        request.info("webhook ingested")
+        request.debug("detail")
+        #expect(try messages() == [])
+        request.notice("notable")
+        #expect(try messages() == ["webhook ingested", "detail", "notable"])
+        request.info("second")
+        request.warning("refused")
+        #expect(try messages() == ["webhook ingested", "detail", "notable", "second", "refused"])
+        request.info("third")
+        base.info("startup")
+        #expect(try messages() == ["webhook ingested", "detail", "notable", "second", "refused", "third", "startup"])
+        request.info("last")
+        sink.flush()
+        #expect(try messages().last == "last")
+    }
+
     /// The reused access log line writes what a line built from scratch writes, in the same
     /// key order, with each emission's own values, and nothing below the sink's level.
     @Test func aReusedLineWritesTheSameLineWithFreshValues() throws {

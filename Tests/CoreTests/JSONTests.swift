@@ -11,6 +11,30 @@ import Testing
         #expect(value.serializedString() == text)
     }
 
+    /// A member's text dumped from the parser's own tree is byte for byte what serializing
+    /// the parsed Swift value gives (the inbox stores either, whichever the caller has), for
+    /// every kind of value, key order, escape and number the payloads carry.
+    @Test func aMemberSerializedFromTheParsedTreeEqualsTheSwiftValueSerialized() throws {
+        let members = [
+            #"{"id":"e-1","type":"RENEWAL","price":4.99,"price_in_purchased_currency":0.1,"n":-0,"big":9007199254740993}"#,
+            #"{"z":1,"a":[true,false,null,[],{}],"s":"é😀\"\\\/\n\t\u0001","e":1e300,"f":-2.5E-8}"#,
+            #"[1,2,{"b":null,"a":"x"}]"#, #""text""#, "12", "null", "{}",
+        ]
+        for member in members {
+            for document in [#"{"api_version":"1.0","event":\#(member)}"#, #" { "event" : \#(member) , "after" : 1 } "#] {
+                let parsed = try JSON.parse(Array(document.utf8), serializingMember: "event")
+                #expect(parsed.value == (try JSON.parse(document)), "\(document)")
+                let swiftText = parsed.value["event"]?.serialized()
+                #expect(parsed.member != nil && parsed.member == swiftText, "\(document)")
+            }
+        }
+        func member(_ document: String) throws -> [UInt8]? { try JSON.parse(Array(document.utf8), serializingMember: "event").member }
+        #expect(try member(#"{"api_version":"1.0"}"#) == nil)
+        #expect(try member(#"[{"event":1}]"#) == nil)
+        #expect(try member("7") == nil)
+        #expect(throws: JSONError.self) { try member(#"{"event":1,"event":2}"#) }
+    }
+
     @Test func keepsInsertionOrderButComparesAsDictionary() {
         let a: JSON = ["x": 1, "y": 2]
         let b: JSON = ["y": 2, "x": 1]

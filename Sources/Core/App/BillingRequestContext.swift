@@ -33,7 +33,9 @@ final class BillingRequestContext: RequestContextProtocol, AuthenticatedRequestC
     }
 
     func beginRequest(_ request: HTTPRequest) {
-        logger = services.logger.with("request.id", .string(request.id))
+        // The request's info lines are batched with its access line (the worker pool flushes
+        // them); a warning or error still goes out at once.
+        logger = services.logger.with("request.id", .string(request.id)).batchingRoutineLines()
         outcome = nil
         logFields = ["request.id": request.id, "http.method": request.method.rawValue,
                      "http.path": request.path, "worker.thread": String(workerIndex)]

@@ -13,7 +13,7 @@ enum AppleIngestion {
                               on db: DatabaseConnection) throws(DatabaseError) -> PendingIngestion {
         let event = delivery.event
         var pending = try EventIngestion.record(
-            event, payload: delivery.payload, subjectCandidates: delivery.userCandidates, now: now, on: db,
+            event, payload: .value(delivery.payload), subjectCandidates: delivery.userCandidates, now: now, on: db,
             resolveSubject: { (db) throws(DatabaseError) -> [String] in
                 try AppleBinding.resolveSubject(subscriptionId: event.subscriptionId, candidates: delivery.userCandidates,
                                                 transactionId: delivery.transaction?.transactionId,

@@ -1,3 +1,23 @@
+/// What the inbox stores of a delivery (`billing_events.payload`): a JSON value, serialized
+/// when the row is written, or the text the request's parser already serialized from its own
+/// tree (`JSON.parse(_:limits:serializingMember:)`: the same bytes, one rebuild fewer).
+enum StoredPayload: Sendable, ExpressibleByDictionaryLiteral {
+    case value(JSON)
+    case text([UInt8])
+
+    init(dictionaryLiteral elements: (String, JSON)...) {
+        self = .value(.object(JSONObject(elements)))
+    }
+
+    /// The compact JSON text that is stored.
+    var serialized: [UInt8] {
+        switch self {
+        case .value(let json): return json.serialized()
+        case .text(let bytes): return bytes
+        }
+    }
+}
+
 /// The inbox (`billing_events`) seen from the fold: writing a normalized delivery once and
 /// reading a user's applied events back as `StoreEvent`s.
 enum EventInbox {
@@ -15,7 +35,7 @@ enum EventInbox {
 
     /// Inserts the delivery; nil when the provider event id is already in the inbox (the
     /// unique key decides, not this code). Must run inside the caller's transaction.
-    static func insert(_ event: StoreEvent, payload: JSON, userId: String?, status: Status,
+    static func insert(_ event: StoreEvent, payload: StoredPayload, userId: String?, status: Status,
                               statusReason: String?, receivedAt: Timestamp,
                               on db: DatabaseConnection) throws(DatabaseError) -> UInt64? {
         do {
@@ -31,7 +51,7 @@ enum EventInbox {
                   \(event.isTrial), \(event.priceMilli), \(event.currency), \(event.platform), \(event.cancelReason),
                   \(event.environment.rawValue), \(event.purchasedAt), \(event.expiresAt), \(event.graceExpiresAt),
                   \(event.intrinsicAt), \(receivedAt), \(status == .applied ? receivedAt : nil), \(status.rawValue),
-                  \(statusReason), \(payload))
+                  \(statusReason), \(String(decoding: payload.serialized, as: UTF8.self)))
                 """)
             return result.lastInsertID
         } catch where error.isDuplicateKey {

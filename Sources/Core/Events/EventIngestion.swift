@@ -34,7 +34,7 @@ enum EventIngestion {
     ///   - resolveSubject: when given, decides the subject candidates inside the ingestion
     ///     transaction instead of `subjectCandidates` (the App Store binding: the owner of
     ///     the subscription, read under a lock so a concurrent move cannot slip between).
-    static func ingest(_ event: StoreEvent, payload: JSON, subjectCandidates: [String], now: Timestamp,
+    static func ingest(_ event: StoreEvent, payload: StoredPayload, subjectCandidates: [String], now: Timestamp,
                               on db: DatabaseConnection,
                               resolveSubject: ((DatabaseConnection) throws(DatabaseError) -> [String])? = nil) throws -> Outcome {
         try commit(on: db) { db in
@@ -54,7 +54,7 @@ enum EventIngestion {
     /// committed, as `ingest`'s is), so that the ingestion commits together with the caller's
     /// own writes (`events.retryQuarantined`: the quarantine row's resolution and its audit
     /// row) or not at all. The caller runs `finish` on the result once it has committed.
-    static func record(_ event: StoreEvent, payload: JSON, subjectCandidates: [String], now: Timestamp,
+    static func record(_ event: StoreEvent, payload: StoredPayload, subjectCandidates: [String], now: Timestamp,
                               on db: DatabaseConnection,
                               resolveSubject: ((DatabaseConnection) throws(DatabaseError) -> [String])? = nil)
         throws(DatabaseError) -> PendingIngestion {
@@ -82,7 +82,7 @@ enum EventIngestion {
         }
     }
 
-    private static func record(_ event: StoreEvent, payload: JSON, subjectCandidates: [String], now: Timestamp,
+    private static func record(_ event: StoreEvent, payload: StoredPayload, subjectCandidates: [String], now: Timestamp,
                                on db: DatabaseConnection) throws(DatabaseError) -> Outcome {
         // The subject is the first known candidate. For an event that will be folded, ask
         // about the first candidate with the fold's own locking read: when he is known (the

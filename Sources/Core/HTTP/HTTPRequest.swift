@@ -53,12 +53,22 @@ struct HTTPRequest: Sendable {
 
     /// The body parsed as JSON. Malformed input is a 400 (`invalid_json`), never a 500.
     func jsonBody(limits: JSONLimits = .default) throws(APIError) -> JSON {
+        try parsingJSONBody { body throws(JSONError) in try JSON.parse(body, limits: limits) }
+    }
+
+    /// `jsonBody`, and the compact text of its top-level member `key` as the parser
+    /// serializes it (`JSON.parse(_:limits:serializingMember:)`).
+    func jsonBody(limits: JSONLimits = .default, serializingMember key: String) throws(APIError) -> (value: JSON, member: [UInt8]?) {
+        try parsingJSONBody { body throws(JSONError) in try JSON.parse(body, limits: limits, serializingMember: key) }
+    }
+
+    private func parsingJSONBody<T>(_ parse: ([UInt8]) throws(JSONError) -> T) throws(APIError) -> T {
         guard Self.isJSONMediaType(headers["Content-Type"]) else {
             throw APIError.unsupportedMediaType("the body must be application/json", code: "unsupported_media_type")
         }
         guard !body.isEmpty else { throw APIError.badRequest("a JSON body is required", code: "invalid_json") }
         do {
-            return try JSON.parse(body, limits: limits)
+            return try parse(body)
         } catch {
             throw error.apiError ?? APIError.badRequest("invalid JSON", code: "invalid_json")
         }

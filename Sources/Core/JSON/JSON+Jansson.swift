@@ -5,6 +5,29 @@ extension JSON {
     /// than `limits.maxDepth`, duplicate object keys, NUL in strings and integers that do
     /// not fit 64 bits, each with a clear `JSONError`. Any top-level value is accepted.
     static func parse(_ bytes: some Collection<UInt8>, limits: JSONLimits = .default) throws(JSONError) -> JSON {
+        try parsed(bytes, limits: limits) { root throws(JSONError) in try JSON(jansson: root, depth: 0, maxDepth: limits.maxDepth) }
+    }
+
+    /// `parse`, and the compact text of the top-level object's member `key` (nil when the
+    /// document is not an object or has no such member), dumped by jansson from the tree
+    /// it parsed: the same bytes as `serialized()` of that member, without building a
+    /// jansson tree from the Swift value again. The RevenueCat webhook stores its `event`
+    /// so (the rebuild was ~48k instructions of an ingested event).
+    static func parse(_ bytes: some Collection<UInt8>, limits: JSONLimits = .default,
+                      serializingMember key: String) throws(JSONError) -> (value: JSON, member: [UInt8]?) {
+        try parsed(bytes, limits: limits) { root throws(JSONError) in
+            let value = try JSON(jansson: root, depth: 0, maxDepth: limits.maxDepth)
+            var key = key
+            let member = key.withUTF8 { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { json_object_getn(root, $0.baseAddress, $0.count) }
+            }
+            return (value, member.map(JSON.serialize(jansson:)))
+        }
+    }
+
+    /// Runs `body` on the jansson tree of `bytes` (released after), with `parse`'s rules.
+    private static func parsed<T>(_ bytes: some Collection<UInt8>, limits: JSONLimits,
+                                  _ body: (UnsafeMutablePointer<json_t>) throws(JSONError) -> T) throws(JSONError) -> T {
         guard bytes.count <= limits.maxBytes else {
             throw JSONError(kind: .tooLarge, message: "document exceeds \(limits.maxBytes) bytes")
         }
@@ -23,7 +46,7 @@ extension JSON {
                             column: Int(error.column), position: Int(error.position))
         }
         defer { cjansson_decref(root) }
-        return try JSON(jansson: root, depth: 0, maxDepth: limits.maxDepth)
+        return try body(root)
     }
 
     /// Parses a Swift string (UTF-8) with the same rules as `parse(_:limits:)`.

@@ -17,8 +17,9 @@ enum LogLevel: String, Sendable, Comparable, CaseIterable {
 /// line (so the file keeps the order lines were given in), before a reopen, and on `flush()`,
 /// which the worker pool calls every 100 ms and when it stops. A write per request was a
 /// system call on every request's path (docs/performance.md); nginx's own access log
-/// buffers the same way. What a kill -9 can lose: the last 100 ms of access lines, never
-/// another line.
+/// buffers the same way. A request's own info lines (`webhook ingested`) are batched with
+/// them (`Logger.batchingRoutineLines`). What a kill -9 can lose: the last 100 ms of those
+/// lines, never a notice, warning or error, nor a line outside a request.
 final class LogSink: Sendable {
     private struct State {
         var fd: Int32
@@ -119,6 +120,9 @@ struct Logger: Sendable {
     let sink: LogSink
     private(set) var metadata: JSONObject
     let clock: any BillingClock
+    /// Whether info and debug lines wait in the sink's buffer with the access lines
+    /// (`batchingRoutineLines()`); notice and above are always written at once.
+    private(set) var batchesRoutineLines = false
 
     init(sink: LogSink, metadata: JSONObject = [:], clock: any BillingClock = SystemClock()) {
         self.sink = sink
@@ -129,6 +133,17 @@ struct Logger: Sendable {
     func with(_ key: String, _ value: JSON) -> Logger {
         var copy = self
         copy.metadata[key] = value
+        return copy
+    }
+
+    /// This logger, with its info and debug lines batched like the access lines
+    /// (`LogSink.buffer`): for a request's own lines (`webhook ingested`) in a worker, whose
+    /// pool flushes the sink every 100 ms and when it stops. Each was a `write(2)` (and the
+    /// pending access lines' one) on the request's path. Lines of notice and above still go
+    /// out at once, after whatever is buffered, so the file keeps the order lines were given in.
+    func batchingRoutineLines() -> Logger {
+        var copy = self
+        copy.batchesRoutineLines = true
         return copy
     }
 
@@ -149,7 +164,7 @@ struct Logger: Sendable {
         addFields(&line)
         var bytes = JSON.object(line).serialized()
         bytes.append(0x0A)
-        sink.write(bytes)
+        if batchesRoutineLines && level <= .info { sink.buffer(bytes) } else { sink.write(bytes) }
     }
 
     /// A logger writing to standard error (before a log file is configured, and in tests).

@@ -8,11 +8,16 @@ struct RevenueCatDelivery: Sendable {
     /// Ids that may name the subject user, in preference order, without duplicates.
     var userCandidates: [String]
     /// The event object as received (stored whole in the inbox).
-    var payload: JSON
+    var payload: StoredPayload
 
     /// Decodes a webhook body. Throws `PayloadError` (→ 400) only for a body that can never
     /// be applied; unknown event types decode fine (kind `.unknown`).
-    static func decode(_ body: JSON, tiers: TierResolver, idPattern: UserIdPattern) throws(PayloadError) -> RevenueCatDelivery {
+    ///
+    /// - Parameter eventText: the `event` member's text as the request's parser serialized
+    ///   it (`HTTPRequest.jsonBody(limits:serializingMember:)`), stored as the payload; when
+    ///   nil the event value is serialized when the row is written.
+    static func decode(_ body: JSON, tiers: TierResolver, idPattern: UserIdPattern,
+                       eventText: [UInt8]? = nil) throws(PayloadError) -> RevenueCatDelivery {
         let root = try PayloadReader(body, path: "")
         guard let eventValue = root.value("event") else { throw PayloadError("event", "required object") }
         let e = try PayloadReader(eventValue, path: "event")
@@ -103,7 +108,7 @@ struct RevenueCatDelivery: Sendable {
         for candidate in ids where idPattern.matches(candidate) && !candidates.contains(candidate) {
             candidates.append(candidate)
         }
-        return RevenueCatDelivery(event: event, userCandidates: candidates, payload: eventValue)
+        return RevenueCatDelivery(event: event, userCandidates: candidates, payload: eventText.map(StoredPayload.text) ?? .value(eventValue))
     }
 }
 

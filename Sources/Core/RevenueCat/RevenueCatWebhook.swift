@@ -32,8 +32,8 @@ enum RevenueCatWebhook {
 
         let delivery: RevenueCatDelivery
         do {
-            let body = try request.jsonBody(limits: JSONLimits(maxBytes: context.maxBodyBytes, maxDepth: 32))
-            delivery = try RevenueCatDelivery.decode(body, tiers: context.tiers, idPattern: context.idPattern)
+            let body = try request.jsonBody(limits: JSONLimits(maxBytes: context.maxBodyBytes, maxDepth: 32), serializingMember: "event")
+            delivery = try RevenueCatDelivery.decode(body.value, tiers: context.tiers, idPattern: context.idPattern, eventText: body.member)
         } catch {
             context.metrics.webhook(.revenuecat, .rejected)
             throw error
