@@ -191,12 +191,16 @@ enum FuzzTargets {
 
     /// `RevenueCatDelivery.decode` on any JSON: a delivery or a `PayloadError`; a decoded
     /// event honours the decoder's bounds.
+    /// The stored payload, which the webhook takes as the parser dumped the `event` member
+    /// from its own tree, is byte for byte the serialization of the decoded value.
     static func revenueCat(_ bytes: [UInt8]) {
-        guard let body = try? JSON.parse(bytes, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 32)) else { return }
+        guard let parsed = try? JSON.parse(bytes, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 32), serializingMember: "event") else { return }
+        let body = parsed.value
+        fuzzCheck(parsed.member == body["event"]?.serialized(), "the event's text as parsed differs from its value serialized")
         do {
-            let delivery = try RevenueCatDelivery.decode(body, tiers: tiers, idPattern: .uuid)
+            let delivery = try RevenueCatDelivery.decode(body, tiers: tiers, idPattern: .uuid, eventText: parsed.member)
             checkFitsTheInbox(delivery.event, candidates: delivery.userCandidates)
-            _ = delivery.payload.serialized()
+            fuzzCheck(delivery.payload.serialized == body["event"]?.serialized(), "stored payload differs from the event")
         } catch {
             fuzzCheck(!error.message.isEmpty, "payload error without a message")
         }
