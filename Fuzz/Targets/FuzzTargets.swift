@@ -190,9 +190,8 @@ enum FuzzTargets {
     private static let tiers = TierResolver(rules: [(match: "pro", tier: .pro), (match: "plus", tier: .plus)], products: [:])
 
     /// `RevenueCatDelivery.decode` on any JSON: a delivery or a `PayloadError`; a decoded
-    /// event honours the decoder's bounds.
-    /// The stored payload, which the webhook takes as the parser dumped the `event` member
-    /// from its own tree, is byte for byte the serialization of the decoded value.
+    /// event honours the decoder's bounds, and its stored payload (the `event` member as the
+    /// parser dumped it from its own tree) is byte for byte the decoded value's serialization.
     static func revenueCat(_ bytes: [UInt8]) {
         guard let parsed = try? JSON.parse(bytes, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 32), serializingMember: "event") else { return }
         let body = parsed.value

@@ -9,7 +9,7 @@ import Glibc
 /// of the whole text: together ~70k instructions of an ingested event's seven statements.
 /// Here a piece is a `memcpy` and the hash reads eight bytes at a time; the text is only
 /// decoded to a `String` to prepare it (a cache miss) or to describe an error.
-struct SQLText: Sendable, Hashable, CustomStringConvertible {
+struct SQLText: Sendable, Hashable {
     private(set) var bytes: [UInt8]
 
     init() { bytes = [] }
@@ -31,12 +31,8 @@ struct SQLText: Sendable, Hashable, CustomStringConvertible {
     /// One ASCII character, such as a placeholder's `?`.
     mutating func append(ascii byte: UInt8) { bytes.append(byte) }
 
-    var isEmpty: Bool { bytes.isEmpty }
-
     /// The text as a `String` (decoded anew on each call: for preparing and for errors).
     var string: String { String(decoding: bytes, as: UTF8.self) }
-
-    var description: String { string }
 
     static func == (lhs: SQLText, rhs: SQLText) -> Bool {
         guard lhs.bytes.count == rhs.bytes.count else { return false }
