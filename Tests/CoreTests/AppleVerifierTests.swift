@@ -100,7 +100,11 @@ import Testing
             ("GRACE_PERIOD_EXPIRED", nil, .billingIssue), ("EXPIRED", "BILLING_RETRY", .expiration), ("REFUND", nil, .refund),
             ("REVOKE", nil, .revoke), ("REFUND_REVERSED", nil, .refundReversed), ("RENEWAL_EXTENDED", nil, .extension),
             ("OFFER_REDEEMED", "UPGRADE", .renewal), ("PRICE_INCREASE", "ACCEPTED", .priceIncrease), ("TEST", nil, .test),
-            ("CONSUMPTION_REQUEST", nil, .unknown),
+            ("CONSUMPTION_REQUEST", nil, .consumptionRequest), ("REFUND_DECLINED", nil, .refundDeclined),
+            ("RENEWAL_EXTENSION", "SUMMARY", .renewalExtension), ("RENEWAL_EXTENSION", "FAILURE", .renewalExtension),
+            ("EXTERNAL_PURCHASE_TOKEN", "UNREPORTED", .externalPurchaseToken), ("ONE_TIME_CHARGE", nil, .nonRenewingPurchase),
+            ("RESCIND_CONSENT", nil, .consentRescinded), ("METADATA_UPDATE", nil, .metadataUpdate), ("MIGRATION", nil, .migration),
+            ("PRICE_CHANGE", nil, .priceChange), ("A_TYPE_ADDED_NEXT_YEAR", nil, .unknown),
         ]
         for (type, subtype, kind) in cases {
             #expect(AppleDelivery.notificationKind(type: type, subtype: subtype) == kind, "\(type)/\(subtype ?? "-")")

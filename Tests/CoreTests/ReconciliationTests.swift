@@ -205,19 +205,19 @@ import Testing
     }
 }
 
-@Suite struct AppStoreAPIErrorTests {
+@Suite struct ProviderAPIErrorTests {
     @Test func notFoundIsApplesTransactionIdNotFound() {
-        #expect(AppStoreAPIError(.status, status: 404, errorCode: 4_040_010).isTransactionNotFound)
-        #expect(!AppStoreAPIError(.status, status: 404, errorCode: 4_040_001).isTransactionNotFound)
-        #expect(!AppStoreAPIError(.status, status: 500).isTransactionNotFound)
+        #expect(ProviderAPIError(.status, status: 404, errorCode: 4_040_010).isTransactionNotFound)
+        #expect(!ProviderAPIError(.status, status: 404, errorCode: 4_040_001).isTransactionNotFound)
+        #expect(!ProviderAPIError(.status, status: 500).isTransactionNotFound)
     }
 
     @Test func statusLabelsAndCodesCarryNoPayload() {
-        #expect(AppStoreAPIError(.status, status: 503, errorCode: 5_000_000).code == "503/5000000")
-        #expect(AppStoreAPIError(.rateLimited, status: 429, retryAfterSeconds: 5).statusLabel == "429")
-        #expect(AppStoreAPIError(.transport, detail: "timeout: Timeout was reached").statusLabel == "timeout")
-        #expect(AppStoreAPIError(.transport, detail: "Couldn't connect to server").statusLabel == "transport")
-        #expect(AppStoreAPIError(.verification, detail: "untrusted_chain").code == "verification:untrusted_chain")
+        #expect(ProviderAPIError(.status, status: 503, errorCode: 5_000_000).code == "503/5000000")
+        #expect(ProviderAPIError(.rateLimited, status: 429, retryAfterSeconds: 5).statusLabel == "429")
+        #expect(ProviderAPIError(.transport, detail: "timeout: Timeout was reached").statusLabel == "timeout")
+        #expect(ProviderAPIError(.transport, detail: "Couldn't connect to server").statusLabel == "transport")
+        #expect(ProviderAPIError(.verification, detail: "untrusted_chain").code == "verification:untrusted_chain")
     }
 
     @Test func identifiersArePercentEncodedInURLs() {
@@ -309,8 +309,8 @@ import Testing
         metrics.pulled(.corrected)
         metrics.pulled(.corrected)
         metrics.pulled(.failed)
-        metrics.apiError(AppStoreAPIError(.status, status: 503))
-        metrics.apiError(AppStoreAPIError(.transport, detail: "timeout: Timeout was reached"))
+        metrics.apiError(ProviderAPIError(.status, status: 503))
+        metrics.apiError(ProviderAPIError(.transport, detail: "timeout: Timeout was reached"))
         metrics.sweepLagSeconds.set(42)
         let text = metrics.prometheus
         #expect(text.contains("# TYPE billing_reconcile_pulls_total counter\n"))

@@ -14,9 +14,10 @@ import Testing
     func reconciler() throws -> Reconciler {
         let token = try AppStoreServerAPIToken(issuerId: "i", keyId: "k", bundleId: "com.example.fcgibilling",
                                                privateKeyPEM: try PrivateKey.generateEC().pem(), lifetimeSeconds: 600)
-        let api = AppStoreServerAPI(token: token, http: CurlHTTPClient(timeoutMilliseconds: 1000, connectTimeoutMilliseconds: 1000, caFile: nil),
-                                    productionURL: "https://127.0.0.1:9/p", sandboxURL: "https://127.0.0.1:9/s", maxAttempts: 1,
-                                    maxRetryAfterSeconds: 0)
+        let client = ProviderAPIClient(http: CurlHTTPClient(timeoutMilliseconds: 1000, connectTimeoutMilliseconds: 1000, caFile: nil),
+                                       maxAttempts: 1, maxRetryAfterSeconds: 0, errorCodeMember: "errorCode")
+        let api = AppStoreServerAPI(token: token, client: client, productionURL: "https://127.0.0.1:9/p",
+                                    sandboxURL: "https://127.0.0.1:9/s")
         let verifier = AppleSignedDataVerifier(rootCertificates: [], bundleId: "com.example.fcgibilling", appAppleId: nil,
                                                environments: ["Production", "Sandbox"])
         return Reconciler(api: api, verifier: verifier, catalog: catalog, idPattern: pattern, policy: .deny)
@@ -137,7 +138,7 @@ import Testing
             #expect(try schedule.candidates(now: now, on: db).isEmpty)
             #expect(try schedule.candidates(now: now.adding(milliseconds: 300_000), on: db).map(\.subscriptionId) == [original])
 
-            let limited = AppStoreAPIError(.rateLimited, status: 429, retryAfterSeconds: 7200)
+            let limited = ProviderAPIError(.rateLimited, status: 429, retryAfterSeconds: 7200)
             let next = try db.transaction { db in try schedule.recordFailure(original, error: limited, now: now, on: db) }
             #expect(next >= now.adding(milliseconds: 7_200_000))
             let row = try db.queryOne("""
@@ -148,7 +149,7 @@ import Testing
             #expect(try row?.string("last_error") == "429")
             #expect(try schedule.candidates(now: now.adding(milliseconds: 3_600_000), on: db).isEmpty, "backing off")
 
-            _ = try db.transaction { db in try schedule.recordFailure(original, error: AppStoreAPIError(.status, status: 503), now: now, on: db) }
+            _ = try db.transaction { db in try schedule.recordFailure(original, error: ProviderAPIError(.status, status: 503), now: now, on: db) }
             #expect(try db.queryOne("SELECT failures FROM billing_reconcile_state WHERE subscription_id = \(original)")?.int64("failures") == 2)
             try db.transaction { db in try schedule.recordSuccess(original, environment: .production, changed: true, now: now, on: db) }
             let reset = try db.queryOne("""

@@ -26,7 +26,8 @@ import Testing
     static let kinds = [
         "purchase", "purchase", "purchase", "renewal", "renewal", "renewal", "renewal", "cancellation", "cancellation",
         "uncancellation", "expiration", "expiration", "refund", "refund", "revoke", "billing_issue", "billing_issue",
-        "product_change", "pause", "promotional", "test", "unknown", "transfer",
+        "product_change", "pause", "promotional", "test", "unknown", "transfer", "non_renewing_purchase",
+        "non_renewing_purchase", "consumption_request", "subscriber_state",
     ]
 
     @Test(arguments: 0..<24)
@@ -50,7 +51,8 @@ import Testing
         let c = d.counts
         return "\(d.current ? "cur" : "prev") \(d.day): new \(c.new) trials \(c.trials) converted \(c.converted) "
             + "renewals \(c.renewals) cancellations \(c.cancellations) lost \(c.lost) refunds \(c.refunds) "
-            + "issues \(c.billingIssues) revocations \(c.revocations) gross \(c.grossMilli) refunded \(c.refundedMilli)"
+            + "issues \(c.billingIssues) revocations \(c.revocations) gross \(c.grossMilli) refunded \(c.refundedMilli) "
+            + "one-time \(c.oneTimePurchases)"
     }
 
     /// A random inbox: each subscription gets 1–12 events, some of them twins of the one
@@ -79,6 +81,8 @@ import Testing
                     // The period key: the period's purchase instant, often shared, sometimes absent.
                     row.purchased = [nil, at, instants[random.next(instants.count)], "2026-02-10T12:00:00Z"][random.next(4)]
                     row.status = ["applied", "applied", "applied", "unmatched", "ignored", "failed"][random.next(6)]
+                    // A family-shared subscription is no sale: its money does not count.
+                    row.familyShared = s % 5 == 3
                     row.user = "U\(s)"
                 }
                 try StatsFixture.insert(row, id: "r-\(n)", on: db)
@@ -103,9 +107,11 @@ import Testing
               SUM(y.kind = 'refund' AND y.rk_refund = 1) AS refunds,
               SUM(y.kind = 'revoke' AND y.rk_revoke = 1) AS revocations,
               SUM(y.kind = 'billing_issue' AND y.rk_billing = 1) AS billing_issues,
-              SUM(CASE WHEN y.is_paid_period = 1 AND y.rk_period = 1 AND y.currency = \(q.currency) AND y.price_milli > 0
+              SUM(CASE WHEN (y.is_paid_period = 1 OR y.kind = 'non_renewing_purchase') AND y.rk_period = 1
+                    AND y.currency = \(q.currency) AND y.family_shared = 0 AND y.price_milli > 0
                   THEN y.price_milli ELSE 0 END) AS gross_milli,
-              SUM(CASE WHEN y.kind = 'refund' AND y.rk_refund_period = 1 AND y.currency = \(q.currency)
+              SUM(y.kind = 'non_renewing_purchase' AND y.rk_period = 1) AS one_time,
+              SUM(CASE WHEN y.kind = 'refund' AND y.rk_refund_period = 1 AND y.currency = \(q.currency) AND y.family_shared = 0
                   THEN ABS(COALESCE(y.price_milli, 0)) ELSE 0 END) AS refunded_milli
             FROM (
               -- The LIMIT keeps this derived table from being merged into the outer query:
@@ -128,14 +134,14 @@ import Testing
                 -- Two sorts only: w (the subscription's events in time order) for "first in
                 -- the scan" and running counts of cancellations/losses/refunds per period,
                 -- wp (the events of one period, by period key) for cross-channel twins.
-                SELECT e.id, e.subscription_id, e.intrinsic_at, e.kind, e.is_trial, e.price_milli, e.currency,
+                SELECT e.id, e.subscription_id, e.intrinsic_at, e.kind, e.is_trial, e.price_milli, e.currency, e.family_shared,
                   e.intrinsic_at >= \(q.from) AS cur,
                   (e.kind IN ('purchase', 'renewal') AND e.is_trial = 0) AS is_paid_period,
                   ROW_NUMBER() OVER w AS rk_first,
                   SUM(e.kind IN ('purchase', 'renewal') AND e.is_trial = 0) OVER wr AS paid_seen,
                   SUM(e.kind IN ('purchase', 'renewal') AND e.is_trial = 1) OVER wr AS trial_seen,
-                  IF(e.kind IN ('purchase', 'renewal'),
-                     SUM(e.kind IN ('purchase', 'renewal')) OVER wpr, 0) AS rk_period,
+                  IF(e.kind IN ('purchase', 'renewal', 'non_renewing_purchase'),
+                     SUM(e.kind IN ('purchase', 'renewal', 'non_renewing_purchase')) OVER wpr, 0) AS rk_period,
                   CASE WHEN e.kind = 'cancellation' THEN
                          IF(e.intrinsic_at >= \(q.from), SUM(e.kind = 'cancellation' AND e.intrinsic_at >= \(q.from)) OVER wr,
                             SUM(e.kind = 'cancellation' AND e.intrinsic_at < \(q.from)) OVER wr)
@@ -185,6 +191,7 @@ import Testing
             c.billingIssues = try row.int64("billing_issues")
             c.grossMilli = try row.int64("gross_milli")
             c.refundedMilli = try row.int64("refunded_milli")
+            c.oneTimePurchases = try row.int64("one_time")
             return SubscriptionStats.DayCounts(current: try row.bool("cur"), day: try SubscriptionStats.dayString(row, "day"),
                                                counts: c)
         }

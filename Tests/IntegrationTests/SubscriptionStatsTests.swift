@@ -360,6 +360,7 @@ enum StatsFixture {
         var status = "applied"
         var willRenew: Bool? = nil
         var reason: String? = nil
+        var familyShared = false
     }
 
     /// Inserts one normalized inbox row, as ingestion would have stored it.
@@ -369,11 +370,11 @@ enum StatsFixture {
         try db.execute("""
             INSERT INTO billing_events (provider, provider_event_id, user_id, event_type, kind, subscription_id, product_id,
               tier, period_type, is_trial, price_milli, currency, environment, purchased_at, expires_at, grace_expires_at,
-              intrinsic_at, received_at, status, will_renew, reason, payload)
+              intrinsic_at, received_at, status, will_renew, reason, family_shared, payload)
             VALUES (\(r.provider), \(id), \(r.status == "applied" ? r.user : nil), \(r.kind.uppercased()), \(r.kind),
               \(r.sub), \(r.product), 'plus', \(r.trial ? "trial" : "normal"), \(r.trial), \(price),
               \(price == nil ? nil : r.currency), \(r.env), \(ts(r.purchased)), \(ts(r.expires)), \(ts(r.grace)),
-              \(ts(r.at)), \(ts(r.at)!), \(r.status), \(r.willRenew), \(r.reason), '{}')
+              \(ts(r.at)), \(ts(r.at)!), \(r.status), \(r.willRenew), \(r.reason), \(r.familyShared), '{}')
             """)
     }
 

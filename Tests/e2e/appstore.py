@@ -27,7 +27,11 @@ BUNDLE_ID = "com.example.fcgibilling"
 APP_APPLE_ID = 1234567
 PRODUCTS = {"com.example.plus.monthly": {"tier": "plus", "cadence": "monthly"},
             "com.example.pro.monthly": {"tier": "pro", "cadence": "monthly"},
-            "com.example.plus.yearly": {"tier": "plus", "cadence": "yearly"}}
+            "com.example.plus.yearly": {"tier": "plus", "cadence": "yearly"},
+            # One-time products (SPEC §15): Apple announces their purchase with ONE_TIME_CHARGE.
+            "com.example.pro.lifetime": {"tier": "pro", "cadence": "lifetime"},
+            "com.example.plus.pass30": {"tier": "plus", "cadence": "non_renewing", "duration": "P1M"},
+            "com.example.coins100": {"cadence": "consumable"}}
 UTC = datetime.timezone.utc
 
 
@@ -145,6 +149,33 @@ def notification_payload(chain, notification_type, subtype=None, transaction=Non
     if subtype:
         payload["subtype"] = subtype
     return payload
+
+
+def section_notification_payload(notification_type, section_name, section, subtype=None, signed=None, uuid_=None):
+    """A decoded notification whose app section is not `data` (SPEC §15): `summary`
+    (RENEWAL_EXTENSION), `externalPurchaseToken` (EXTERNAL_PURCHASE_TOKEN), `appData`
+    (RESCIND_CONSENT), shaped as in Apple's app-store-server-library test resources."""
+    payload = {"notificationType": notification_type, "notificationUUID": uuid_ or str(uuid.uuid4()), section_name: section,
+               "version": "2.0", "signedDate": signed or now_ms()}
+    if subtype:
+        payload["subtype"] = subtype
+    return payload
+
+
+def summary_section(product="com.example.plus.monthly", environment="Production", bundle=BUNDLE_ID, app_apple_id=APP_APPLE_ID):
+    return {"environment": environment, "appAppleId": app_apple_id, "bundleId": bundle, "productId": product,
+            "requestIdentifier": str(uuid.uuid4()), "storefrontCountryCodes": ["CAN", "USA", "MEX"],
+            "succeededCount": 5, "failedCount": 2}
+
+
+def external_purchase_token_section(sandbox=False, bundle=BUNDLE_ID, app_apple_id=APP_APPLE_ID):
+    return {"externalPurchaseId": ("SANDBOX_" if sandbox else "") + str(uuid.uuid4()), "tokenCreationDate": now_ms(),
+            "appAppleId": app_apple_id, "bundleId": bundle}
+
+
+def app_data_section(environment="Production", bundle=BUNDLE_ID, app_apple_id=APP_APPLE_ID):
+    return {"appAppleId": app_apple_id, "bundleId": bundle, "environment": environment,
+            "signedAppTransactionInfo": "signed-app-transaction-info"}
 
 
 def pem(key):

@@ -43,6 +43,18 @@ def _b64url_decode(text):
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+def send_json(handler, status, body, headers):
+    """One answer of a fake API: `body` as JSON (bytes are sent as they are), with `headers`."""
+    data = bytes(body) if isinstance(body, (bytes, bytearray)) else json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    for name, value in headers.items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 def _tls_files(directory):
     """A CA and a server certificate for 127.0.0.1 signed by it; returns (ca.pem, cert.pem, key.pem)."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -115,14 +127,7 @@ class FakeAppStoreAPI:
 
             def do_GET(self):
                 status, body, headers = fake.answer(self.path, self.headers.get("Authorization", ""))
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, body, headers)
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -237,6 +237,26 @@ class AppleOracle(unittest.TestCase):
         nodata = A.notification_payload(a, "TEST")
         del nodata["data"]
         cases.append(("no data section", nodata))
+        # The sections Apple sends in place of data (SPEC §15), right and wrong.
+        section = A.section_notification_payload
+        cases += [
+            ("summary", section("RENEWAL_EXTENSION", "summary", A.summary_section(), "SUMMARY")),
+            ("summary, wrong bundle", section("RENEWAL_EXTENSION", "summary", A.summary_section(bundle="com.other"), "SUMMARY")),
+            ("summary, sandbox", section("RENEWAL_EXTENSION", "summary", A.summary_section(environment="Sandbox", app_apple_id=7),
+                                         "FAILURE")),
+            ("summary, wrong appAppleId", section("RENEWAL_EXTENSION", "summary", A.summary_section(app_apple_id=7), "SUMMARY")),
+            ("external purchase token", section("EXTERNAL_PURCHASE_TOKEN", "externalPurchaseToken",
+                                                A.external_purchase_token_section(), "UNREPORTED")),
+            ("external purchase token, sandbox", section("EXTERNAL_PURCHASE_TOKEN", "externalPurchaseToken",
+                                                         A.external_purchase_token_section(sandbox=True, app_apple_id=7), "UNREPORTED")),
+            ("external purchase token, wrong bundle", section("EXTERNAL_PURCHASE_TOKEN", "externalPurchaseToken",
+                                                              A.external_purchase_token_section(bundle="com.other"))),
+            ("external purchase token, wrong appAppleId", section("EXTERNAL_PURCHASE_TOKEN", "externalPurchaseToken",
+                                                                  A.external_purchase_token_section(app_apple_id=7))),
+            ("app data", section("RESCIND_CONSENT", "appData", A.app_data_section())),
+            ("app data, sandbox", section("RESCIND_CONSENT", "appData", A.app_data_section(environment="Sandbox"))),
+            ("app data, wrong bundle", section("RESCIND_CONSENT", "appData", A.app_data_section(bundle="com.other"))),
+        ]
         for name, payload in cases:
             with self.subTest(case=name):
                 jws = a.sign(payload)

@@ -18,9 +18,12 @@ enum StoreFold {
         // notification or transaction) describes a subscription, RevenueCat's relayed view of
         // the same subscription is left out, so the two never fold into conflicting state.
         // Apple's data is first-hand and signed; RevenueCat's is a later, unsigned copy.
-        let appleSubscriptions = Set(events.filter { $0.provider != .revenuecat && $0.isApplicable }.compactMap(\.subscriptionId))
+        let appleSubscriptions = Set(events.filter { $0.provider.isApple && $0.isApplicable }.compactMap(\.subscriptionId))
+        // RevenueCat's pulled state names no original transaction (SPEC §15): it speaks for
+        // the subscription its webhooks name with the same product and store.
+        let pulledKeys = pulledSubscriptionKeys(events)
         for event in events.sorted(by: foldOrder) where event.isApplicable {
-            if event.provider == .revenuecat, let id = event.subscriptionId, appleSubscriptions.contains(id) { continue }
+            if !event.provider.isApple, let id = event.subscriptionId, appleSubscriptions.contains(id) { continue }
             guard let at = event.intrinsicAt else { continue }
             applied += 1
             lastEventAt = at
@@ -30,11 +33,39 @@ enum StoreFold {
                 if event.transferredFrom.contains(userId) { states.removeAll() }
                 continue
             }
-            let key = subscriptionKey(event)
+            var key = subscriptionKey(event)
+            if event.provider == .revenuecatPull, let webhookKey = pulledKeys[pullMatch(event)] {
+                if appleSubscriptions.contains(webhookKey) { continue }
+                key = webhookKey
+            }
             states[key] = apply(event, at: at, to: states[key], key: key)
         }
         return StoreProjection(subscriptions: states.values.sorted(by: SubscriptionState.projectionOrder),
                                lastEventAt: lastEventAt, appliedEvents: applied)
+    }
+
+    /// The subscription key of a pulled RevenueCat state that no webhook names yet:
+    /// `revenuecat:<product>@<store>` (stored as its `subscription_id`).
+    static let pulledKeyPrefix = "revenuecat:"
+
+    /// What a pulled RevenueCat subscription is matched by: its product and store.
+    static func pullMatch(_ event: StoreEvent) -> String {
+        "\(event.productId ?? "")\u{1F}\(event.platform ?? "")"
+    }
+
+    /// For each (product, store) that RevenueCat webhooks name, the subscription id of the
+    /// latest such webhook in fold order: the subscription a pulled state of that product
+    /// and store speaks for. Computed over the whole set, so arrival order cannot change it.
+    static func pulledSubscriptionKeys(_ events: [StoreEvent]) -> [String: String] {
+        guard events.contains(where: { $0.provider == .revenuecatPull }) else { return [:] }
+        var keys: [String: (event: StoreEvent, key: String)] = [:]
+        for event in events where event.provider == .revenuecat && event.isApplicable && event.kind != .transfer {
+            guard let id = event.subscriptionId, !id.isEmpty, event.productId != nil else { continue }
+            let match = pullMatch(event)
+            if let known = keys[match], !foldOrder(known.event, event) { continue }
+            keys[match] = (event, id)
+        }
+        return keys.mapValues(\.key)
     }
 
     /// `fold(events + [event])` computed from `fold(events)` alone, when that is provably the
@@ -49,9 +80,15 @@ enum StoreFold {
         var states = Dictionary(uniqueKeysWithValues: projection.subscriptions.map { ($0.subscriptionId, $0) })
         let current = states[key]
         // Provider precedence is decided over all of a subscription's events: only an event
-        // of the same family as the folded state (or the first one) can be appended.
-        let isApple = event.provider != .revenuecat
-        if let current, (current.provider != .revenuecat) != isApple { return nil }
+        // of the same family as the folded state (or the first one) can be appended. Pulled
+        // RevenueCat state is matched to a subscription over the whole set: never appended.
+        guard event.provider != .revenuecatPull else { return nil }
+        // A webhook may be the first to name the subscription of a pulled state folded
+        // under its own key so far: which subscription that state speaks for changes.
+        if event.provider == .revenuecat, projection.subscriptions.contains(where: { $0.subscriptionId.hasPrefix(pulledKeyPrefix) }) {
+            return nil
+        }
+        if let current, current.provider.isApple != event.provider.isApple { return nil }
         if current == nil, !projection.subscriptions.isEmpty || projection.appliedEvents > 0 {
             // A key absent from a non-empty history may be one a transfer cleared, or one
             // whose other provider's events were set aside: re-fold to be exact.
@@ -80,17 +117,20 @@ enum StoreFold {
         s.lastEventAt = at
 
         switch event.kind {
-        case .purchase where event.provider != .revenuecat && isStalePeriod(event, s),
-             .renewal where event.provider != .revenuecat && isStalePeriod(event, s):
+        case .purchase where event.provider.isApple && isStalePeriod(event, s),
+             .renewal where event.provider.isApple && isStalePeriod(event, s):
             // An App Store transaction for an older period than the one folded (a restore or
             // StoreKit replay, freshly signed) never rolls the subscription back.
             break
         case .purchase, .renewal, .promotional, .temporaryGrant, .nonRenewingPurchase:
             startPeriod(&s, event, at: at)
-        case .unknown:
-            // A type the server does not know, carrying a verified transaction: the
-            // transaction still tells the subscription's period and expiry.
+        case _ where event.kind.isInformational:
+            // A type the server does not know (or one that only informs), carrying a
+            // verified transaction: the transaction still tells the subscription's period
+            // and expiry.
             updatePeriod(&s, event, at: at)
+        case .subscriberState:
+            applySubscriberState(&s, event, at: at)
         case .cancellation:
             s.willRenew = false
             if s.phase == .none { adoptProduct(&s, event) }
@@ -150,7 +190,9 @@ enum StoreFold {
             if let expires = event.expiresAt { s.expiresAt = max(expires, s.expiresAt ?? expires) }
         case .pause:
             s.willRenew = false
-        case .transfer, .test, .priceIncrease:
+        case .transfer, .test, .priceIncrease, .unknown, .consumptionRequest, .refundDeclined, .renewalExtension,
+             .externalPurchaseToken, .consentRescinded, .metadataUpdate, .migration, .priceChange, .invoiceIssuance,
+             .virtualCurrencyTransaction, .experimentEnrollment, .subscriberAlias:
             break
         }
         applyRenewalInfo(&s, event, at: at)
@@ -163,7 +205,7 @@ enum StoreFold {
     /// order leaves the latest statement in force.
     private static func applyRenewalInfo(_ s: inout SubscriptionState, _ event: StoreEvent, at: Timestamp) {
         if let willRenew = event.willRenew { s.willRenew = willRenew }
-        guard event.provider != .revenuecat else { return }
+        guard event.provider.isApple else { return }
         if event.inBillingRetry == true, event.kind != .billingIssue, ![.none, .revoked, .expired].contains(s.phase) {
             enterBillingRetry(&s, grace: event.graceExpiresAt, at: at)
         }
@@ -192,6 +234,33 @@ enum StoreFold {
         } else {
             s.phase = .billingRetry
             s.graceExpiresAt = nil
+        }
+    }
+
+    /// RevenueCat's whole view of a subscription as of the request (`StoreEvent` from
+    /// `RevenueCatSubscriber`): its current period (product, start, expiry, trial), whether
+    /// it renews, and a billing issue with its grace. A refund seen by pulling arrives as a
+    /// `refund` event of its own. A period older than the folded one changes nothing.
+    private static func applySubscriberState(_ s: inout SubscriptionState, _ event: StoreEvent, at: Timestamp) {
+        if isEarlierPeriod(event, s) { return }
+        let samePeriod = s.phase != .none && event.purchasedAt != nil && !isLaterPeriod(event, s)
+        if samePeriod {
+            adoptProduct(&s, event)
+            s.expiresAt = event.expiresAt ?? s.expiresAt
+            if s.phase == .revoked { return }  // a refund of this very period stands
+        } else {
+            startPeriod(&s, event, at: at)
+        }
+        s.willRenew = event.willRenew ?? s.willRenew
+        if event.inBillingRetry == true {
+            enterBillingRetry(&s, grace: event.graceExpiresAt, at: at)
+        } else if let expires = s.expiresAt, expires <= at {
+            s.phase = .expired
+            s.willRenew = false
+            s.graceExpiresAt = nil
+        } else {
+            s.graceExpiresAt = nil
+            s.phase = s.inTrialPeriod ? (s.willRenew ? .trial : .canceled) : (s.willRenew ? .active : .canceled)
         }
     }
 
@@ -242,7 +311,22 @@ enum StoreFold {
     /// its purchase date is earlier than the current period's.
     private static func isEarlierPeriod(_ event: StoreEvent, _ s: SubscriptionState) -> Bool {
         guard s.phase != .none, let started = event.purchasedAt, let current = s.purchasedAt else { return false }
-        return started < current
+        return periodStart(started, event) < periodStart(current, event)
+    }
+
+    /// Whether the event's transaction is of a period that started after the folded one.
+    private static func isLaterPeriod(_ event: StoreEvent, _ s: SubscriptionState) -> Bool {
+        guard let started = event.purchasedAt, let current = s.purchasedAt else { return true }
+        return periodStart(started, event) > periodStart(current, event)
+    }
+
+    /// A period's start as `event` can state it: RevenueCat's REST API gives dates in whole
+    /// seconds where its webhooks give milliseconds, so a pulled event compares periods by
+    /// the second (the same purchase is the same period).
+    private static func periodStart(_ time: Timestamp, _ event: StoreEvent) -> Int64 {
+        let ms = time.millisecondsSinceEpoch
+        guard event.provider == .revenuecatPull else { return ms }
+        return ms >= 0 ? ms / 1000 : (ms - 999) / 1000
     }
 
     private static func adoptProduct(_ s: inout SubscriptionState, _ event: StoreEvent) {

@@ -39,9 +39,8 @@ struct AppleDelivery: Sendable {
         var stored = outer
         var transaction: AppleTransactionInfo?
         var renewal: AppleRenewalInfo?
-        var dataEnvironment: StoreEnvironment = .production
+        let dataEnvironment = AppleSignedDataVerifier.notificationEnvironment(outer)
         if let dataValue = r.value("data"), case .object(var data) = dataValue {
-            dataEnvironment = data["environment"]?.stringValue == "Production" ? .production : .sandbox
             if let jws = data["signedTransactionInfo"]?.stringValue {
                 let payload = try verifier.verifyTransaction(jws, now: now)
                 transaction = try AppleTransactionInfo.decode(payload)
@@ -57,11 +56,19 @@ struct AppleDelivery: Sendable {
             if case .object(var object) = stored { object["data"] = .object(data); stored = .object(object) }
         }
 
-        let kind = transaction == nil && type != "TEST" ? .unknown : notificationKind(type: type, subtype: subtype)
+        // A type that changes a subscription needs its transaction; one that informs (or a
+        // test) is recorded under its own kind with or without one.
+        let named = notificationKind(type: type, subtype: subtype)
+        let kind = transaction == nil && !(named == .test || named.isInformational) ? .unknown : named
         var event = makeEvent(provider: .appleNotification, id: uuid, rawType: subtype.map { "\(type)/\($0)" } ?? type,
                               kind: kind, at: signedDate, transaction: transaction, catalog: catalog,
                               environment: transaction?.environment ?? dataEnvironment)
         event.cancelReason = subtype
+        if transaction == nil, let summary = outer["summary"]?.objectValue {
+            // RENEWAL_EXTENSION/SUMMARY: which product a mass extension was for; each
+            // extended subscription comes as its own RENEWAL_EXTENDED.
+            event.productId = summary["productId"]?.stringValue.map { String($0.prefix(191)) }
+        }
         if let renewal { apply(renewal, to: &event, transaction: transaction, catalog: catalog) }
         if type == "GRACE_PERIOD_EXPIRED" {
             // The grace period is over as of this notification, whatever the renewal info says.
@@ -168,6 +175,15 @@ struct AppleDelivery: Sendable {
         case ("OFFER_REDEEMED", "DOWNGRADE"?): return .productChange
         case ("OFFER_REDEEMED", _): return .extension
         case ("PRICE_INCREASE", _): return .priceIncrease
+        case ("ONE_TIME_CHARGE", _): return .nonRenewingPurchase
+        case ("CONSUMPTION_REQUEST", _): return .consumptionRequest
+        case ("REFUND_DECLINED", _): return .refundDeclined
+        case ("RENEWAL_EXTENSION", _): return .renewalExtension
+        case ("EXTERNAL_PURCHASE_TOKEN", _): return .externalPurchaseToken
+        case ("RESCIND_CONSENT", _): return .consentRescinded
+        case ("METADATA_UPDATE", _): return .metadataUpdate
+        case ("MIGRATION", _): return .migration
+        case ("PRICE_CHANGE", _): return .priceChange
         case ("TEST", _): return .test
         default: return .unknown
         }
@@ -180,8 +196,21 @@ struct AppleDelivery: Sendable {
                    subscriptionId: t?.originalTransactionId, productId: t?.productId,
                    tier: t.flatMap { catalog[$0.productId]?.tier },
                    periodType: t?.periodType, isTrial: t?.isFreeTrial ?? false, environment: environment,
-                   platform: "app_store", purchasedAt: t?.purchaseDate, expiresAt: t?.effectiveExpiry,
-                   priceMilli: t?.priceMilli, currency: t?.currency)
+                   platform: "app_store", purchasedAt: t?.purchaseDate, expiresAt: t.flatMap { expiry($0, catalog: catalog) },
+                   priceMilli: t?.priceMilli, currency: t?.currency, familyShared: t?.isFamilyShared ?? false)
+    }
+
+    /// When a transaction's access ends: min(expiresDate, revocationDate); for a product
+    /// the catalog sells once (SPEC §15), what the catalog says — no end for `lifetime`, the
+    /// catalog's `duration` after the purchase for `non_renewing` — cut short by a revocation.
+    static func expiry(_ t: AppleTransactionInfo, catalog: Catalog) -> Timestamp? {
+        guard let product = catalog[t.productId], let oneTime = product.oneTimeExpiry(purchasedAt: t.purchaseDate) else {
+            return t.effectiveExpiry
+        }
+        switch (oneTime, t.revocationDate) {
+        case let (end?, revoked?): return min(end, revoked)
+        case let (end, revoked): return end ?? revoked
+        }
     }
 
     private static func candidates(_ t: AppleTransactionInfo?, idPattern: UserIdPattern) -> [String] {

@@ -89,20 +89,51 @@ struct AppleSignedDataVerifier: Sendable {
         return payload
     }
 
-    /// A notification's `signedPayload`: signature, then the app identity and environment in
-    /// `data` (or `summary` / `appData`, which carry the same fields).
+    /// The members of a notification payload that name the app, in Apple's order (its
+    /// library's `verify_and_decode_notification`): exactly one is present.
+    static let notificationSections = ["data", "summary", "externalPurchaseToken", "appData"]
+
+    /// A notification's `signedPayload`: signature; then, since any Apple-signed JWS would
+    /// pass that far, it must be a notification (`notificationType` and `notificationUUID`:
+    /// a transaction or renewal-info JWS is refused as malformed and never stored); then
+    /// the app identity and environment of its section (SPEC §15): `data`, `summary` and
+    /// `appData` carry `bundleId`, `appAppleId` and `environment`; `externalPurchaseToken`
+    /// carries no environment (an `externalPurchaseId` starting with `SANDBOX` is a sandbox
+    /// token, as Apple's library decides). A section of a later type, unknown here, is
+    /// checked the same way when it names a bundle id; a notification naming no app at all
+    /// is refused as a bundle mismatch, as Apple's library refuses it.
     func verifyNotification(_ jws: String, now: Timestamp) throws(AppleVerificationError) -> JSON {
         let payload = try verifySignedData(jws, now: now)
-        guard let section = ["data", "summary", "appData"].lazy.compactMap({ payload[$0]?.objectValue }).first else {
-            throw AppleVerificationError(.bundleMismatch, "no data section")
+        guard payload["notificationType"]?.stringValue != nil, payload["notificationUUID"]?.stringValue != nil else {
+            throw AppleVerificationError(.malformed, "not a notification payload")
         }
+        let known = Self.notificationSections.lazy.compactMap { name in payload[name]?.objectValue.map { (name, $0) } }.first
+        let later = payload.objectValue?.lazy.compactMap { member -> (String, JSONObject)? in
+            guard let object = member.value.objectValue, object["bundleId"] != nil else { return nil }
+            return (member.key, object)
+        }.first
+        guard let (name, section) = known ?? later else { throw AppleVerificationError(.bundleMismatch, "no app section") }
         guard section["bundleId"]?.stringValue == bundleId else { throw AppleVerificationError(.bundleMismatch) }
-        let environment = section["environment"]?.stringValue
+        let environment: String?
+        if name == "externalPurchaseToken" {
+            environment = (section["externalPurchaseId"]?.stringValue ?? "").hasPrefix("SANDBOX") ? "Sandbox" : "Production"
+        } else {
+            environment = section["environment"]?.stringValue
+        }
         if environment == "Production", let appAppleId {
             guard section["appAppleId"]?.int64Value == appAppleId else { throw AppleVerificationError(.appAppleIdMismatch) }
         }
-        try checkEnvironment(section["environment"])
+        try checkEnvironment(environment.map(JSON.string))
         return payload
+    }
+
+    /// The environment a verified notification payload is of (as `verifyNotification` read it).
+    static func notificationEnvironment(_ payload: JSON) -> StoreEnvironment {
+        if let token = payload["externalPurchaseToken"]?.objectValue {
+            return (token["externalPurchaseId"]?.stringValue ?? "").hasPrefix("SANDBOX") ? .sandbox : .production
+        }
+        let section = notificationSections.lazy.compactMap { payload[$0]?.objectValue }.first
+        return section?["environment"]?.stringValue == "Sandbox" ? .sandbox : .production
     }
 
     private func checkEnvironment(_ value: JSON?) throws(AppleVerificationError) {

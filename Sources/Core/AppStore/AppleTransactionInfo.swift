@@ -20,6 +20,9 @@ struct AppleTransactionInfo: Sendable, Equatable {
     /// `PURCHASED` or `FAMILY_SHARED` (a family member's access through Family Sharing).
     var inAppOwnershipType: String?
     var signedDate: Timestamp?
+    /// Apple's product type: `Auto-Renewable Subscription`, `Non-Renewing Subscription`,
+    /// `Consumable`, `Non-Consumable`; nil when absent (older payloads: a subscription).
+    var type: String?
 
     /// Expiry = min(expiresDate, revocationDate).
     var effectiveExpiry: Timestamp? {
@@ -38,8 +41,16 @@ struct AppleTransactionInfo: Sendable, Equatable {
         revocationDate == nil ? nil : isFamilyShared ? .revoke : .refund
     }
 
-    /// What the transaction itself states: the first purchase of the subscription or a renewal.
-    var periodKind: EventKind { transactionId == originalTransactionId ? .purchase : .renewal }
+    /// Whether it is a one-time purchase (consumable, non-consumable, non-renewing), which
+    /// Apple announces with ONE_TIME_CHARGE (SPEC §15), not a period of a subscription.
+    var isOneTime: Bool { type != nil && type != "Auto-Renewable Subscription" }
+
+    /// What the transaction itself states: a one-time purchase, the first purchase of the
+    /// subscription, or a renewal.
+    var periodKind: EventKind {
+        if isOneTime { return .nonRenewingPurchase }
+        return transactionId == originalTransactionId ? .purchase : .renewal
+    }
 
     /// An introductory offer with a free-trial discount.
     var isFreeTrial: Bool { offerType == 1 && offerDiscountType == "FREE_TRIAL" }
@@ -77,7 +88,8 @@ struct AppleTransactionInfo: Sendable, Equatable {
             priceMilli: price, currency: price == nil ? nil : currency,
             appAccountToken: try r.string("appAccountToken", maxLength: 64)?.lowercased(),
             inAppOwnershipType: try r.string("inAppOwnershipType", maxLength: 32)?.uppercased(),
-            signedDate: try r.milliseconds("signedDate"))
+            signedDate: try r.milliseconds("signedDate"),
+            type: try r.string("type", maxLength: 64))
     }
 }
 

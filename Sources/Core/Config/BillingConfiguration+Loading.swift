@@ -94,6 +94,12 @@ extension BillingConfiguration {
             var previous: String? = revenuecat.previousWebhookSecret
             r.optionalSecret("previousWebhookSecret", into: &previous)
             revenuecat.previousWebhookSecret = previous
+            r.optionalSecret("apiKey", into: &revenuecat.apiKey)
+            r.string("apiUrl", into: &revenuecat.apiUrl)
+            r.clientSettings(into: &revenuecat.client)
+            if !revenuecat.apiUrl.hasPrefix("https://") || revenuecat.apiUrl.utf8.count < 9 {
+                r.problem("apiUrl", "expected an https:// URL")
+            }
             if let tiers = r.take("entitlementTiers") {
                 if case .array(let rules) = tiers {
                     var parsed: [(match: String, tier: Tier)] = []
@@ -135,11 +141,7 @@ extension BillingConfiguration {
                 r.optionalSecret("privateKey", into: &apple.serverApi.privateKey)
                 r.string("productionUrl", into: &apple.serverApi.productionUrl)
                 r.string("sandboxUrl", into: &apple.serverApi.sandboxUrl)
-                r.optionalString("caFile", into: &apple.serverApi.caFile)
-                r.int("timeoutSeconds", into: &apple.serverApi.timeoutSeconds, range: 1...120)
-                r.int("connectTimeoutSeconds", into: &apple.serverApi.connectTimeoutSeconds, range: 1...60)
-                r.int("maxAttempts", into: &apple.serverApi.maxAttempts, range: 1...10)
-                r.int("maxRetryAfterSeconds", into: &apple.serverApi.maxRetryAfterSeconds, range: 0...300)
+                r.clientSettings(into: &apple.serverApi.client)
                 r.int("tokenLifetimeSeconds", into: &apple.serverApi.tokenLifetimeSeconds, range: 60...3600)
                 for (name, url) in [("productionUrl", apple.serverApi.productionUrl), ("sandboxUrl", apple.serverApi.sandboxUrl)]
                 where !url.hasPrefix("https://") || url.utf8.count < 9 {
@@ -156,10 +158,19 @@ extension BillingConfiguration {
                 for (productId, entry) in entries {
                     let tier = entry["tier"]?.stringValue.flatMap(Tier.init(rawValue:))
                     let cadence = entry["cadence"]?.stringValue.flatMap(Cadence.init(rawValue:))
-                    if let tier, tier != .free, let cadence {
-                        products[productId] = Product(tier: tier, cadence: cadence)
+                    let durationText = entry["duration"]?.stringValue
+                    let duration = durationText.flatMap(CatalogDuration.init)
+                    let path = "products.\(productId)"
+                    if let cadence, cadence == .consumable ? (tier == nil || tier != .free) : (tier != nil && tier != .free) {
+                        if cadence == .nonRenewing && duration == nil {
+                            reader.problem(path, "a non_renewing product needs \"duration\": an ISO-8601 duration such as \"P1M\"")
+                        } else if cadence != .nonRenewing && entry["duration"] != nil {
+                            reader.problem(path, "\"duration\" is only for non_renewing products")
+                        } else {
+                            products[productId] = Product(tier: tier, cadence: cadence, duration: duration)
+                        }
                     } else {
-                        reader.problem("products.\(productId)", "expected {\"tier\": \"plus\"|\"pro\", \"cadence\": \(Cadence.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: "|"))}")
+                        reader.problem(path, "expected {\"tier\": \"plus\"|\"pro\", \"cadence\": \(Cadence.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: "|"))} (\"duration\" with non_renewing; no tier needed for a consumable)")
                     }
                 }
             } else {
@@ -308,6 +319,15 @@ struct ConfigReader {
         if value.isNull { target = nil } else if let s = value.stringValue { target = s } else {
             problem(name, "expected a string or null, got \(value.typeName)")
         }
+    }
+
+    /// A provider API's call settings, as keys of the current section.
+    mutating func clientSettings(into target: inout BillingConfiguration.APIClientSettings) {
+        optionalString("caFile", into: &target.caFile)
+        int("timeoutSeconds", into: &target.timeoutSeconds, range: 1...120)
+        int("connectTimeoutSeconds", into: &target.connectTimeoutSeconds, range: 1...60)
+        int("maxAttempts", into: &target.maxAttempts, range: 1...10)
+        int("maxRetryAfterSeconds", into: &target.maxRetryAfterSeconds, range: 0...300)
     }
 
     mutating func int(_ name: String, into target: inout Int, range: ClosedRange<Int>) {

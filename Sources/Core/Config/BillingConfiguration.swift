@@ -2,7 +2,7 @@
 /// secrets read from files (see `BillingConfiguration+Loading.swift`). Validated once at
 /// start-up; a daemon with an invalid configuration refuses to start and says why.
 ///
-/// Secrets (`database.password`, `revenuecat.webhookSecret`, `apple.serverApi.privateKey`)
+/// Secrets (`database.password`, `revenuecat.webhookSecret`, `revenuecat.apiKey`, `apple.serverApi.privateKey`)
 /// are never logged: the type's `description` redacts them.
 struct BillingConfiguration: Sendable, CustomStringConvertible {
     var database = DatabaseConfiguration()
@@ -86,10 +86,22 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
         var previousWebhookSecret: String? = nil
         /// Lowercased entitlement-id substring → tier, checked in order (pro before plus).
         var entitlementTiers: [(match: String, tier: Tier)] = [("pro", .pro), ("plus", .plus)]
+        /// RevenueCat's REST API v1 secret key (`apiKey` or `apiKeyFile`, SPEC §15): with it,
+        /// billing-rpc pulls subscribers (`subscriptions.reconcile`, the sweeper). A secret:
+        /// never logged.
+        var apiKey: String? = nil
+        /// The API's base URL, without `/v1`.
+        var apiUrl = "https://api.revenuecat.com"
+        /// `caFile`, timeouts and retries of the calls (keys beside `apiUrl`).
+        var client = APIClientSettings()
         init() {}
+
+        /// Whether subscribers can be pulled.
+        var isAPIConfigured: Bool { !(apiKey ?? "").isEmpty }
 
         static func == (lhs: RevenueCat, rhs: RevenueCat) -> Bool {
             lhs.webhookSecret == rhs.webhookSecret && lhs.previousWebhookSecret == rhs.previousWebhookSecret
+                && lhs.apiKey == rhs.apiKey && lhs.apiUrl == rhs.apiUrl && lhs.client == rhs.client
                 && lhs.entitlementTiers.map(\.match) == rhs.entitlementTiers.map(\.match)
                 && lhs.entitlementTiers.map(\.tier) == rhs.entitlementTiers.map(\.tier)
         }
@@ -115,16 +127,8 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
         var privateKey: String? = nil
         var productionUrl = "https://api.storekit.itunes.apple.com"
         var sandboxUrl = "https://api.storekit-sandbox.itunes.apple.com"
-        /// A PEM bundle trusted for those URLs instead of the system's (tests: a local fake).
-        var caFile: String? = nil
-        /// Every call's whole duration, and its connection phase.
-        var timeoutSeconds = 10
-        var connectTimeoutSeconds = 5
-        /// Attempts per call when Apple answers 5xx, times out or rate-limits (backoff with jitter).
-        var maxAttempts = 3
-        /// A 429 whose Retry-After is longer than this ends the call (the subscription waits
-        /// that long before its next pull) instead of holding the thread.
-        var maxRetryAfterSeconds = 10
+        /// `caFile`, timeouts and retries of the calls (keys beside the URLs).
+        var client = APIClientSettings()
         /// Lifetime of each token (Apple accepts at most 60 minutes).
         var tokenLifetimeSeconds = 1200
         init() {}
@@ -133,6 +137,23 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
         var isConfigured: Bool {
             !(issuerId ?? "").isEmpty && !(keyId ?? "").isEmpty && !(privateKey ?? "").isEmpty
         }
+    }
+
+    /// How billing-rpc calls a provider's API (`apple.serverApi.*`, `revenuecat.*`): the same
+    /// keys and bounds for both.
+    struct APIClientSettings: Sendable, Equatable {
+        /// A PEM bundle trusted for the API's URLs instead of the system's (tests: a local fake).
+        var caFile: String? = nil
+        /// Every call's whole duration, and its connection phase.
+        var timeoutSeconds = 10
+        var connectTimeoutSeconds = 5
+        /// Attempts per call when the provider answers 5xx, times out or rate-limits briefly
+        /// (backoff with jitter).
+        var maxAttempts = 3
+        /// A 429 whose Retry-After is longer than this ends the call (the target waits that
+        /// long before its next pull) instead of holding the thread.
+        var maxRetryAfterSeconds = 10
+        init() {}
     }
 
     /// When billing-rpc pulls from the App Store Server API (`reconcile.*`, SPEC §11).
@@ -153,12 +174,33 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
         init() {}
     }
 
+    /// A catalog product (`products.<id>`): the tier it grants and how it is sold. A
+    /// subscription renews at its cadence; a one-time product (SPEC §15) is `lifetime` (its
+    /// tier with no end), `non_renewing` (its tier for `duration`) or `consumable` (no
+    /// access, no tier needed).
     struct Product: Sendable, Equatable {
-        var tier: Tier
+        /// nil only for a consumable.
+        var tier: Tier?
         var cadence: Cadence
-        init(tier: Tier, cadence: Cadence) {
-            self.tier = tier
+        /// How long a `non_renewing` product grants its tier (required for those, absent otherwise).
+        var duration: CatalogDuration?
+
+        init(tier: Tier?, cadence: Cadence, duration: CatalogDuration? = nil) {
+            self.tier = cadence == .consumable ? nil : tier
             self.cadence = cadence
+            self.duration = duration
+        }
+
+        /// When a one-time purchase of this product made at `purchasedAt` stops granting its
+        /// tier: `.some(nil)` for no end (lifetime), nil when the product is a subscription
+        /// (its transactions state their own expiry).
+        func oneTimeExpiry(purchasedAt: Timestamp?) -> Timestamp?? {
+            switch cadence {
+            case .lifetime: return .some(nil)
+            case .consumable: return .some(purchasedAt)
+            case .nonRenewing: return .some(duration.flatMap { d in purchasedAt.map(d.after) } ?? purchasedAt)
+            default: return nil
+            }
         }
     }
 
@@ -185,9 +227,10 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
         let db = database.socket.map { "socket \($0)" } ?? "\(database.host):\(database.port)\(database.tls == nil ? "" : " (TLS)")"
         let secret = (revenuecat.webhookSecret?.isEmpty ?? true) ? "unset" : "set"
         let serverApi = apple.serverApi.isConfigured ? "set" : "unset"
+        let revenuecatAPI = revenuecat.isAPIConfigured ? "set" : "unset"
         return "BillingConfiguration(database: \(database.user)@\(db)/\(database.name), "
             + "threads: \(server.threadsPerWorker), admin: \(admin.socket), revenuecat secret: \(secret), "
-            + "App Store Server API key: \(serverApi), products: \(products.count))"
+            + "App Store Server API key: \(serverApi), RevenueCat API key: \(revenuecatAPI), products: \(products.count))"
     }
 }
 
@@ -209,4 +252,9 @@ enum Tier: String, Sendable, Comparable, CaseIterable {
 /// How often a product renews; `monthlyFactor` normalizes its price to a month for MRR.
 enum Cadence: String, Sendable, CaseIterable {
     case weekly, monthly, twoMonths = "two_months", quarterly, semiannual, yearly, lifetime, consumable
+    /// Sold once for a fixed time (`duration`): an App Store non-renewing subscription.
+    case nonRenewing = "non_renewing"
+
+    /// Whether the product is bought once rather than renewed (SPEC §15).
+    var isOneTime: Bool { self == .lifetime || self == .consumable || self == .nonRenewing }
 }

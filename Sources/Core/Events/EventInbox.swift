@@ -28,7 +28,7 @@ enum EventInbox {
     /// The columns `StoreEvent(row:)` reads, for SELECTs (`e.` prefixed).
     static let columns = """
         e.id, e.provider, e.provider_event_id, e.event_type, e.kind, e.intrinsic_at, e.subscription_id, e.product_id,
-        e.tier, e.period_type, e.is_trial, e.environment, e.store, e.purchased_at, e.expires_at, e.grace_expires_at,
+        e.tier, e.period_type, e.is_trial, e.family_shared, e.environment, e.store, e.purchased_at, e.expires_at, e.grace_expires_at,
         e.price_milli, e.currency, e.reason, e.new_product_id, e.new_tier, e.effective_at, e.will_renew,
         e.in_billing_retry, e.expiration_intent
         """
@@ -41,14 +41,14 @@ enum EventInbox {
         do {
             let result = try db.execute("""
                 INSERT INTO billing_events (provider, provider_event_id, user_id, event_type, kind, subscription_id,
-                  product_id, new_product_id, new_tier, effective_at, will_renew, in_billing_retry, expiration_intent, tier, period_type, is_trial, price_milli,
+                  product_id, new_product_id, new_tier, effective_at, will_renew, in_billing_retry, expiration_intent, tier, period_type, is_trial, family_shared, price_milli,
                   currency, store, reason, environment, purchased_at, expires_at, grace_expires_at, intrinsic_at,
                   received_at, applied_at, status, status_reason, payload)
                 VALUES (\(event.provider.rawValue), \(event.providerEventId), \(userId), \(event.rawType), \(event.kind.rawValue),
                   \(event.subscriptionId), \(event.productId), \(event.newProductId), \(event.newTier?.rawValue),
                   \(event.effectiveAt), \(event.willRenew), \(event.inBillingRetry), \(event.expirationIntent.map(Int64.init)),
                   \(event.tier?.rawValue), \(storedPeriodType(event.periodType)),
-                  \(event.isTrial), \(event.priceMilli), \(event.currency), \(event.platform), \(event.cancelReason),
+                  \(event.isTrial), \(event.familyShared), \(event.priceMilli), \(event.currency), \(event.platform), \(event.cancelReason),
                   \(event.environment.rawValue), \(event.purchasedAt), \(event.expiresAt), \(event.graceExpiresAt),
                   \(event.intrinsicAt), \(receivedAt), \(status == .applied ? receivedAt : nil), \(status.rawValue),
                   \(statusReason), \(String(decoding: payload.serialized, as: UTF8.self)))
@@ -122,6 +122,7 @@ extension StoreEvent {
             effectiveAt: try row.optionalTimestamp("effective_at"),
             willRenew: willRenew,
             inBillingRetry: try row.optionalInt64("in_billing_retry").map { $0 != 0 },
-            expirationIntent: try row.optionalInt64("expiration_intent").map { Int($0) })
+            expirationIntent: try row.optionalInt64("expiration_intent").map { Int($0) },
+            familyShared: try row.bool("family_shared"))
     }
 }

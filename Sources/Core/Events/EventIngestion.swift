@@ -107,7 +107,8 @@ enum EventIngestion {
         var owner: String?
         if !event.isApplicable {
             status = .ignored
-            reason = event.kind == .test ? "test" : event.kind == .unknown ? "unknown_type" : "no_timestamp"
+            reason = event.kind == .test ? "test" : event.kind == .unknown ? "unknown_type"
+                : event.kind.isInformational ? "informational" : "no_timestamp"
             owner = subject
         } else if event.kind == .transfer {
             owner = receivers.first ?? senders.first

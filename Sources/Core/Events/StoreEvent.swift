@@ -1,8 +1,14 @@
 /// Who delivered an event into the inbox.
 enum EventProvider: String, Sendable, CaseIterable {
     case revenuecat
+    /// Subscriber state read from RevenueCat's REST API (SPEC §15), not pushed by it.
+    case revenuecatPull = "revenuecat_pull"
     case appleNotification = "apple_notification"
     case appleTransaction = "apple_transaction"
+
+    /// Whether the App Store itself signed what the event says (a notification, a posted
+    /// or pulled transaction), rather than RevenueCat relaying it.
+    var isApple: Bool { self == .appleNotification || self == .appleTransaction }
 }
 
 enum StoreEnvironment: String, Sendable, CaseIterable {
@@ -28,10 +34,41 @@ enum EventKind: String, Sendable, CaseIterable {
     case promotional            // store-side promotional access
     case transfer               // purchases moved between app users
     case priceIncrease = "price_increase"     // informational (App Store PRICE_INCREASE): only renewal info applies
+    /// A subscription's whole state as RevenueCat's REST API answered it (SPEC §15): period,
+    /// renewal intent, billing issue and grace, as of the request.
+    case subscriberState = "subscriber_state"
+    // Informational types (SPEC §15): stored with their own kind and answered 200. An App
+    // Store one that carries a verified transaction still states its period and expiry, and
+    // its renewal info applies, as for a type the server does not know.
+    case consumptionRequest = "consumption_request"           // App Store CONSUMPTION_REQUEST
+    case refundDeclined = "refund_declined"                   // App Store REFUND_DECLINED
+    case renewalExtension = "renewal_extension"               // App Store RENEWAL_EXTENSION (a summary of a mass extension)
+    case externalPurchaseToken = "external_purchase_token"    // App Store EXTERNAL_PURCHASE_TOKEN
+    case consentRescinded = "consent_rescinded"               // App Store RESCIND_CONSENT
+    case metadataUpdate = "metadata_update"                   // App Store METADATA_UPDATE
+    case migration                                            // App Store MIGRATION
+    case priceChange = "price_change"                         // App Store PRICE_CHANGE
+    case invoiceIssuance = "invoice_issuance"                 // RevenueCat INVOICE_ISSUANCE
+    case virtualCurrencyTransaction = "virtual_currency_transaction"  // RevenueCat VIRTUAL_CURRENCY_TRANSACTION
+    case experimentEnrollment = "experiment_enrollment"       // RevenueCat EXPERIMENT_ENROLLMENT
+    case subscriberAlias = "subscriber_alias"                 // RevenueCat SUBSCRIBER_ALIAS
     case test
     /// A type the server does not know. Stored and answered 200; applied only when it
     /// carries a verified App Store transaction (its period and expiry still count).
     case unknown
+
+    /// A kind that tells about the store, not a change of the subscription: never applied on
+    /// its own (an App Store one still folds the transaction it carries, as `unknown` does).
+    var isInformational: Bool {
+        switch self {
+        case .consumptionRequest, .refundDeclined, .renewalExtension, .externalPurchaseToken, .consentRescinded,
+             .metadataUpdate, .migration, .priceChange, .invoiceIssuance, .virtualCurrencyTransaction,
+             .experimentEnrollment, .subscriberAlias, .unknown:
+            return true
+        default:
+            return false
+        }
+    }
 }
 
 /// One normalized store event: what the fold needs, provider-independent. Built by the
@@ -51,6 +88,10 @@ struct StoreEvent: Sendable, Equatable {
     /// RevenueCat `period_type` or the App Store offer type, upper-cased (TRIAL, INTRO, NORMAL, …).
     var periodType: String?
     var isTrial: Bool
+    /// Shared through Family Sharing (App Store `inAppOwnershipType` FAMILY_SHARED, RevenueCat
+    /// `is_family_share` / `ownership_type`): it grants access, but statistics count it as
+    /// neither a payer nor revenue (SPEC §15).
+    var familyShared: Bool
     var environment: StoreEnvironment
     /// Who manages the subscription (`app_store`, `play_store`, `stripe`, `promotional`, …).
     var platform: String?
@@ -85,7 +126,8 @@ struct StoreEvent: Sendable, Equatable {
                 graceExpiresAt: Timestamp? = nil, priceMilli: Int64? = nil, currency: String? = nil,
                 cancelReason: String? = nil, newProductId: String? = nil, newTier: Tier? = nil,
                 effectiveAt: Timestamp? = nil, willRenew: Bool? = nil, inBillingRetry: Bool? = nil,
-                expirationIntent: Int? = nil, transferredFrom: [String] = [], transferredTo: [String] = []) {
+                expirationIntent: Int? = nil, transferredFrom: [String] = [], transferredTo: [String] = [],
+                familyShared: Bool = false) {
         self.provider = provider
         self.providerEventId = providerEventId
         self.rawType = rawType
@@ -96,6 +138,7 @@ struct StoreEvent: Sendable, Equatable {
         self.tier = tier
         self.periodType = periodType
         self.isTrial = isTrial
+        self.familyShared = familyShared
         self.environment = environment
         self.platform = platform
         self.purchasedAt = purchasedAt
@@ -120,7 +163,7 @@ struct StoreEvent: Sendable, Equatable {
     /// subscription, including types the server does not know).
     var isApplicable: Bool {
         guard intrinsicAt != nil, kind != .test else { return false }
-        return kind != .unknown || (provider != .revenuecat && subscriptionId != nil)
+        return !kind.isInformational || (provider.isApple && subscriptionId != nil)
     }
 }
 

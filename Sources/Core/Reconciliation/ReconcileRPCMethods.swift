@@ -1,7 +1,7 @@
 /// What the `subscriptions.reconcile*` methods need of their context.
 protocol ReconcileRPCContext: RPCContextProtocol {
     var idPattern: UserIdPattern { get }
-    /// nil when `apple.serverApi` is not configured.
+    /// nil when neither `apple.serverApi` nor `revenuecat.apiKey` is configured.
     var reconcile: ReconcileService? { get }
 }
 
@@ -9,7 +9,7 @@ extension RPCMethodRegistry where Context: ReconcileRPCContext {
     /// `subscriptions.reconcile`, `subscriptions.reconcileStatus`.
     mutating func registerReconcileMethods() {
         register("subscriptions.reconcile",
-                 summary: "Pull App Store subscriptions from the App Store Server API now (one, or every one bound to a user) and fold what Apple says; audited; answers what changed per subscription",
+                 summary: "Pull from the stores now and fold what they say: a user's App Store subscriptions and his RevenueCat subscriber (every provider configured), or one App Store subscription; audited; answers what changed per subscription and per provider",
                  params: "{userId | originalTransactionId (string, or the digits as a number), actor}") { request, context in
             let p = request.params
             try p.expectOnly("userId", "originalTransactionId", "actor")
@@ -23,12 +23,20 @@ extension RPCMethodRegistry where Context: ReconcileRPCContext {
                 throw RPCError.invalidParams("give exactly one of \"userId\" and \"originalTransactionId\"")
             }
             guard let service = context.reconcile else {
+                throw BillingError(.conflict, "no store API is configured (apple.serverApi, revenuecat.apiKey)",
+                                   data: ["reason": "not_configured"])
+            }
+            if originalTransactionId != nil && service.reconciler == nil {
                 throw BillingError(.conflict, "the App Store Server API is not configured (apple.serverApi)",
                                    data: ["reason": "not_configured"])
             }
             let db = try context.requireDatabase()
-            let targets = try ReconcileTargets.find(userId: userId, originalTransactionId: originalTransactionId, on: db)
-            guard !targets.isEmpty else {
+            let targets = service.reconciler == nil ? []
+                : try ReconcileTargets.find(userId: userId, originalTransactionId: originalTransactionId, on: db)
+            // RevenueCat is asked about the user whenever its API is configured: a subscriber
+            // whose every webhook was lost has nothing here to say he has one.
+            let pullsRevenueCat = userId != nil && service.revenuecat != nil
+            guard !targets.isEmpty || pullsRevenueCat else {
                 throw BillingError.notFound("App Store subscription", userId.map { ["userId": .string($0)] }
                                             ?? ["originalTransactionId": .string(originalTransactionId ?? "")])
             }
@@ -36,10 +44,21 @@ extension RPCMethodRegistry where Context: ReconcileRPCContext {
             var changed = false
             for target in targets {
                 let result = try service.pull(subscriptionId: target, audit: (actor, "subscriptions.reconcile"), on: db)
-                if case .recorded(let outcome) = result, outcome.changed { changed = true }
+                changed = changed || result.changed
                 results.append(result.json)
             }
-            return ["changed": .bool(changed), "subscriptions": .array(results)]
+            var answer: JSONObject = ["subscriptions": .array(results)]
+            var providers: JSONObject = [:]
+            if service.reconciler != nil { providers["apple"] = ["changed": .bool(changed), "subscriptions": .array(results)] }
+            if pullsRevenueCat, let userId {
+                let result = try service.pullRevenueCat(userId: userId, audit: (actor, "subscriptions.reconcile"), on: db)
+                changed = changed || result.changed
+                answer["revenuecat"] = result.json
+                providers["revenuecat"] = result.json
+            }
+            answer["changed"] = .bool(changed)
+            answer["providers"] = .object(providers)
+            return .object(answer)
         }
         register("subscriptions.reconcileStatus",
                  summary: "Reconciliation at a glance: this daemon's counters (pulls by outcome, corrections, API errors by status, sweep lag; also as Prometheus text) and the schedule (subscriptions pulled, backing off, due)",
@@ -48,15 +67,21 @@ extension RPCMethodRegistry where Context: ReconcileRPCContext {
             guard let service = context.reconcile else { return ["configured": false] }
             let db = try context.requireDatabase()
             let now = context.clock.now()
-            let row = try db.queryOne("""
-                SELECT COUNT(*) AS tracked, COALESCE(SUM(failures > 0), 0) AS backing_off,
-                       COALESCE(SUM(next_attempt_at <= \(now)), 0) AS due, MAX(last_success_at) AS last_success_at
-                FROM billing_reconcile_state
-                """)
-            return ["configured": true, "metrics": service.metrics.json, "prometheus": .string(service.metrics.prometheus),
-                    "schedule": ["tracked": .int(try row?.int64("tracked") ?? 0), "backingOff": .int(try row?.int64("backing_off") ?? 0),
-                                 "due": .int(try row?.int64("due") ?? 0),
-                                 "lastSuccessAt": JSON(try row?.optionalTimestamp("last_success_at")?.iso8601)]]
+            func schedule(_ provider: ReconcileProvider?) throws -> JSON {
+                let filter: SQLQuery = provider.map { "WHERE provider = \($0.rawValue)" } ?? ""
+                let row = try db.queryOne("""
+                    SELECT COUNT(*) AS tracked, COALESCE(SUM(failures > 0), 0) AS backing_off,
+                           COALESCE(SUM(next_attempt_at <= \(now)), 0) AS due, MAX(last_success_at) AS last_success_at
+                    FROM billing_reconcile_state \(filter)
+                    """)
+                return ["tracked": .int(try row?.int64("tracked") ?? 0), "backingOff": .int(try row?.int64("backing_off") ?? 0),
+                        "due": .int(try row?.int64("due") ?? 0),
+                        "lastSuccessAt": JSON(try row?.optionalTimestamp("last_success_at")?.iso8601)]
+            }
+            return ["configured": true, "providers": ["apple": .bool(service.reconciler != nil), "revenuecat": .bool(service.revenuecat != nil)],
+                    "metrics": service.metrics.json, "prometheus": .string(service.metrics.prometheus),
+                    "schedule": try schedule(nil),
+                    "scheduleByProvider": ["apple": try schedule(.apple), "revenuecat": try schedule(.revenuecat)]]
         }
     }
 }

@@ -1,5 +1,11 @@
-/// Which App Store subscriptions the sweeper pulls, and when each may be pulled again
-/// (SPEC §11, `reconcile.*`). The rules are a pure function (`reason`); the SQL only
+/// Whose API a pull asks, and so what its schedule row is keyed by: an App Store
+/// subscription (its originalTransactionId) or a RevenueCat subscriber (the app user id).
+enum ReconcileProvider: String, Sendable, CaseIterable {
+    case apple, revenuecat
+}
+
+/// Which App Store subscriptions and RevenueCat subscribers the sweeper pulls, and when each
+/// may be pulled again (SPEC §11, §15, `reconcile.*`): one rule for both. The rules are a pure function (`reason`); the SQL only
 /// narrows the candidates to a superset of what they select (`candidates`).
 struct ReconcileSchedule: Sendable, Equatable {
     var afterMilliseconds: Int64
@@ -33,6 +39,7 @@ struct ReconcileSchedule: Sendable, Equatable {
 
     /// What the rules read of a candidate.
     struct Candidate: Sendable, Equatable {
+        var provider: ReconcileProvider = .apple
         var subscriptionId: String
         var userId: String
         var phase: AccessPhase
@@ -41,6 +48,9 @@ struct ReconcileSchedule: Sendable, Equatable {
         var graceExpiresAt: Timestamp?
         /// nil: never pulled.
         var nextAttemptAt: Timestamp?
+
+        /// What a pull of it asks for: the App Store subscription, or the RevenueCat subscriber.
+        var target: String { provider == .apple ? subscriptionId : userId }
     }
 
     /// The rule, case by case; nil when the subscription is not due (not one of the cases,
@@ -74,16 +84,30 @@ struct ReconcileSchedule: Sendable, Equatable {
 
     // MARK: SQL
 
-    /// A superset of the due subscriptions, bound App Store ones first by how long they have
-    /// been due; `reason` decides. At most `batchSize` rows.
-    func candidates(now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> [Candidate] {
+    /// A superset of the due subscriptions of `provider` — bound App Store ones, or those
+    /// RevenueCat speaks for (webhooks or pulls) — first by how long they have been due;
+    /// `reason` decides. At most `batchSize` rows.
+    func candidates(now: Timestamp, provider: ReconcileProvider = .apple, on db: DatabaseConnection) throws(DatabaseError) -> [Candidate] {
+        let source: SQLQuery
+        switch provider {
+        case .apple:
+            source = """
+                FROM billing_subscriptions s
+                JOIN billing_apple_bindings b ON b.original_transaction_id = s.subscription_id AND b.user_id = s.user_id
+                LEFT JOIN billing_reconcile_state r ON r.provider = 'apple' AND r.subscription_id = s.subscription_id
+                WHERE s.provider IN (\(list: AppleBinding.appleProviders))
+                """
+        case .revenuecat:
+            source = """
+                FROM billing_subscriptions s
+                LEFT JOIN billing_reconcile_state r ON r.provider = 'revenuecat' AND r.subscription_id = s.user_id
+                WHERE s.provider IN (\(EventProvider.revenuecat.rawValue), \(EventProvider.revenuecatPull.rawValue))
+                """
+        }
         let rows = try db.query("""
             SELECT s.subscription_id, s.user_id, s.phase, s.will_renew, s.expires_at, s.grace_expires_at,
                    r.next_attempt_at
-            FROM billing_subscriptions s
-            JOIN billing_apple_bindings b ON b.original_transaction_id = s.subscription_id AND b.user_id = s.user_id
-            LEFT JOIN billing_reconcile_state r ON r.subscription_id = s.subscription_id
-            WHERE s.provider IN (\(list: AppleBinding.appleProviders))
+            \(source)
               AND s.phase IN ('trial', 'active', 'grace', 'billingRetry')
               AND s.expires_at <= \(now.adding(milliseconds: endingWithinMilliseconds))
               AND (r.next_attempt_at IS NULL OR r.next_attempt_at <= \(now))
@@ -91,7 +115,7 @@ struct ReconcileSchedule: Sendable, Equatable {
             LIMIT \(batchSize)
             """)
         return try rows.map { (row) throws(DatabaseError) -> Candidate in
-            Candidate(subscriptionId: try row.string("subscription_id"), userId: try row.string("user_id"),
+            Candidate(provider: provider, subscriptionId: try row.string("subscription_id"), userId: try row.string("user_id"),
                       phase: AccessPhase(rawValue: try row.string("phase")) ?? .none, willRenew: try row.bool("will_renew"),
                       expiresAt: try row.optionalTimestamp("expires_at"), graceExpiresAt: try row.optionalTimestamp("grace_expires_at"),
                       nextAttemptAt: try row.optionalTimestamp("next_attempt_at"))
@@ -100,25 +124,27 @@ struct ReconcileSchedule: Sendable, Equatable {
 
     /// Claims `subscriptionId` for a pull now: pushes its next attempt one interval ahead, so
     /// a second sweeper (another host) skips it. false when another pull claimed it first.
-    func claim(_ subscriptionId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> Bool {
+    func claim(_ subscriptionId: String, provider: ReconcileProvider = .apple, now: Timestamp,
+               on db: DatabaseConnection) throws(DatabaseError) -> Bool {
         let next = now.adding(milliseconds: intervalMilliseconds)
         try db.execute("""
-            INSERT IGNORE INTO billing_reconcile_state (subscription_id, next_attempt_at) VALUES (\(subscriptionId), \(now))
+            INSERT IGNORE INTO billing_reconcile_state (provider, subscription_id, next_attempt_at)
+            VALUES (\(provider.rawValue), \(subscriptionId), \(now))
             """)
         return try db.execute("""
             UPDATE billing_reconcile_state SET next_attempt_at = \(next), last_attempt_at = \(now)
-            WHERE subscription_id = \(subscriptionId) AND next_attempt_at <= \(now)
+            WHERE provider = \(provider.rawValue) AND subscription_id = \(subscriptionId) AND next_attempt_at <= \(now)
             """).affectedRows == 1
     }
 
     /// A committed pull (inside the pull's own transaction).
-    func recordSuccess(_ subscriptionId: String, environment: StoreEnvironment, changed: Bool, now: Timestamp,
-                       on db: DatabaseConnection) throws(DatabaseError) {
+    func recordSuccess(_ subscriptionId: String, provider: ReconcileProvider = .apple, environment: StoreEnvironment?,
+                       changed: Bool, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) {
         let next = nextAttempt(after: now, failures: 0, retryAfterSeconds: nil, jitter: 0)
         try db.execute("""
-            INSERT INTO billing_reconcile_state (subscription_id, environment, next_attempt_at, last_attempt_at, last_success_at,
+            INSERT INTO billing_reconcile_state (provider, subscription_id, environment, next_attempt_at, last_attempt_at, last_success_at,
               last_outcome, last_error, failures, pulls, corrections)
-            VALUES (\(subscriptionId), \(environment.rawValue), \(next), \(now), \(now), \(changed ? "corrected" : "unchanged"), NULL, 0, 1,
+            VALUES (\(provider.rawValue), \(subscriptionId), \(environment?.rawValue), \(next), \(now), \(now), \(changed ? "corrected" : "unchanged"), NULL, 0, 1,
               \(changed ? 1 : 0))
             ON DUPLICATE KEY UPDATE environment = VALUES(environment), next_attempt_at = VALUES(next_attempt_at),
               last_attempt_at = VALUES(last_attempt_at), last_success_at = VALUES(last_success_at),
@@ -129,18 +155,19 @@ struct ReconcileSchedule: Sendable, Equatable {
     /// A failed pull, inside the caller's transaction (nothing else of the pull was
     /// written). Returns the next attempt.
     @discardableResult
-    func recordFailure(_ subscriptionId: String, error: AppStoreAPIError, now: Timestamp,
+    func recordFailure(_ subscriptionId: String, provider: ReconcileProvider = .apple, error: ProviderAPIError, now: Timestamp,
                        on db: DatabaseConnection) throws(DatabaseError) -> Timestamp {
         let failures = try db.queryOne("""
-            SELECT failures FROM billing_reconcile_state WHERE subscription_id = \(subscriptionId) FOR UPDATE
+            SELECT failures FROM billing_reconcile_state
+            WHERE provider = \(provider.rawValue) AND subscription_id = \(subscriptionId) FOR UPDATE
             """)?.int64("failures") ?? 0
         let next = nextAttempt(after: now, failures: Int(failures) + 1, retryAfterSeconds: error.retryAfterSeconds,
                                jitter: Double.random(in: 0..<1))
         let outcome = error.kind == .rateLimited ? "rate_limited" : "failed"
         try db.execute("""
-            INSERT INTO billing_reconcile_state (subscription_id, next_attempt_at, last_attempt_at, last_outcome, last_error,
+            INSERT INTO billing_reconcile_state (provider, subscription_id, next_attempt_at, last_attempt_at, last_outcome, last_error,
               failures, pulls)
-            VALUES (\(subscriptionId), \(next), \(now), \(outcome), \(String(error.code.prefix(64))), 1, 1)
+            VALUES (\(provider.rawValue), \(subscriptionId), \(next), \(now), \(outcome), \(String(error.code.prefix(64))), 1, 1)
             ON DUPLICATE KEY UPDATE next_attempt_at = VALUES(next_attempt_at), last_attempt_at = VALUES(last_attempt_at),
               last_outcome = VALUES(last_outcome), last_error = VALUES(last_error), failures = failures + 1, pulls = pulls + 1
             """)
@@ -148,7 +175,7 @@ struct ReconcileSchedule: Sendable, Equatable {
     }
 }
 
-extension AppStoreAPIError {
+extension ProviderAPIError {
     /// A short code for `billing_reconcile_state.last_error`: never a payload.
     var code: String {
         var text = statusLabel

@@ -1,96 +1,163 @@
-/// Reconciliation as billing-rpc runs it: a pull of one subscription (`pull`, for
-/// `subscriptions.reconcile` and the sweeper), and a sweep over the due ones (`sweep`).
-/// Built once from the configuration (`load`); shared by threads (each brings its own
-/// database connection).
+/// Reconciliation as billing-rpc runs it: a pull of one App Store subscription or one
+/// RevenueCat subscriber (`pull`, `pullRevenueCat`, for `subscriptions.reconcile` and the
+/// sweeper), and a sweep over the due ones of both (`sweep`). Built once from the
+/// configuration (`load`); shared by threads (each brings its own database connection).
 struct ReconcileService: Sendable {
-    let reconciler: Reconciler
+    /// nil when the App Store Server API is not configured.
+    let reconciler: Reconciler?
+    /// nil when RevenueCat's REST API is not configured (`revenuecat.apiKey`).
+    let revenuecat: RevenueCatReconciler?
     let schedule: ReconcileSchedule
     let metrics: ReconcileMetrics
-    /// Set by a 429 the sweeper could not wait out within the call.
-    let pause = ReconcilePause()
+    /// Set by a 429 the sweeper could not wait out within the call, per provider (the
+    /// limit is the app's with that provider).
+    let pauses: [ReconcileProvider: ReconcilePause] = Dictionary(uniqueKeysWithValues: ReconcileProvider.allCases.map { ($0, ReconcilePause()) })
     let logger: Logger
     let clock: any BillingClock
     /// Batches per sweep at most, so one sweep is bounded even with a large backlog.
     var maxBatchesPerSweep = 10
 
-    /// nil when `apple.serverApi` has no key or App Store verification is not configured.
+    init(reconciler: Reconciler?, revenuecat: RevenueCatReconciler? = nil, schedule: ReconcileSchedule, metrics: ReconcileMetrics,
+         logger: Logger, clock: any BillingClock) {
+        self.reconciler = reconciler
+        self.revenuecat = revenuecat
+        self.schedule = schedule
+        self.metrics = metrics
+        self.logger = logger
+        self.clock = clock
+    }
+
+    /// nil when neither `apple.serverApi` (with App Store verification) nor
+    /// `revenuecat.apiKey` is configured.
     static func load(_ configuration: BillingConfiguration, verifier: AppleSignedDataVerifier?, idPattern: UserIdPattern,
                      logger: Logger, clock: any BillingClock) throws(ConfigurationError) -> ReconcileService? {
-        guard let api = try AppStoreServerAPI.load(configuration.apple, clock: clock) else { return nil }
-        guard let verifier else {
-            throw ConfigurationError("apple.serverApi needs apple.trustedRootsFiles and apple.bundleId (Apple's answers are verified)")
-        }
-        let reconciler = Reconciler(api: api, verifier: verifier, catalog: configuration.products, idPattern: idPattern,
+        var reconciler: Reconciler?
+        if let api = try AppStoreServerAPI.load(configuration.apple, clock: clock) {
+            guard let verifier else {
+                throw ConfigurationError("apple.serverApi needs apple.trustedRootsFiles and apple.bundleId (Apple's answers are verified)")
+            }
+            reconciler = Reconciler(api: api, verifier: verifier, catalog: configuration.products, idPattern: idPattern,
                                     policy: configuration.binding.policy)
-        return ReconcileService(reconciler: reconciler, schedule: ReconcileSchedule(configuration.reconcile),
+        }
+        let revenuecat = try RevenueCatAPI.load(configuration.revenuecat).map {
+            RevenueCatReconciler(api: $0, tiers: TierResolver(configuration), catalog: configuration.products)
+        }
+        guard reconciler != nil || revenuecat != nil else { return nil }
+        return ReconcileService(reconciler: reconciler, revenuecat: revenuecat, schedule: ReconcileSchedule(configuration.reconcile),
                                 metrics: ReconcileMetrics(), logger: logger, clock: clock)
     }
 
-    enum PullResult: Sendable {
-        case recorded(Reconciler.Outcome)
-        case failed(subscriptionId: String, AppStoreAPIError)
+    /// What one pull gave: recorded (with what it changed), or an API failure.
+    struct PullResult: Sendable {
+        var provider: ReconcileProvider
+        /// The originalTransactionId, or the RevenueCat app user id.
+        var target: String
+        var changed: Bool
+        var error: ProviderAPIError?
+        /// What the admin call answers of it.
+        var json: JSON
 
-        var json: JSON {
-            switch self {
-            case .recorded(let o):
-                return ["originalTransactionId": .string(o.subscriptionId), "outcome": .string(o.changed ? "corrected" : "unchanged"),
-                        "changed": .bool(o.changed), "environment": .string(o.environment.rawValue),
-                        "eventsAdded": .int(Int64(o.eventsAdded)), "userId": JSON(o.userId),
-                        "before": o.before?.reconcileJSON ?? .null, "after": o.after?.reconcileJSON ?? .null]
-            case .failed(let id, let error):
-                return ["originalTransactionId": .string(id), "outcome": .string(error.kind == .rateLimited ? "rate_limited" : "failed"),
-                        "changed": false,
-                        "error": ["kind": .string(error.kind.rawValue), "status": error.status.map { JSON.int(Int64($0)) } ?? .null,
-                                  "errorCode": error.errorCode.map(JSON.int) ?? .null,
-                                  "retryAfterSeconds": error.retryAfterSeconds.map { JSON.int(Int64($0)) } ?? .null]]
-            }
+        static func failed(_ provider: ReconcileProvider, target: String, _ error: ProviderAPIError) -> PullResult {
+            var json: JSONObject = provider == .apple ? ["originalTransactionId": .string(target)]
+                : ["provider": "revenuecat", "userId": .string(target)]
+            json["outcome"] = .string(error.kind == .rateLimited ? "rate_limited" : "failed")
+            json["changed"] = false
+            json["error"] = ["kind": .string(error.kind.rawValue), "status": error.status.map { JSON.int(Int64($0)) } ?? .null,
+                             "errorCode": error.errorCode.map(JSON.int) ?? .null,
+                             "retryAfterSeconds": error.retryAfterSeconds.map { JSON.int(Int64($0)) } ?? .null]
+            return PullResult(provider: provider, target: target, changed: false, error: error, json: .object(json))
+        }
+
+        static func recorded(_ o: Reconciler.Outcome) -> PullResult {
+            PullResult(provider: .apple, target: o.subscriptionId, changed: o.changed, error: nil, json: [
+                "originalTransactionId": .string(o.subscriptionId), "outcome": .string(o.changed ? "corrected" : "unchanged"),
+                "changed": .bool(o.changed), "environment": .string(o.environment.rawValue),
+                "eventsAdded": .int(Int64(o.eventsAdded)), "userId": JSON(o.userId),
+                "before": o.before?.reconcileJSON ?? .null, "after": o.after?.reconcileJSON ?? .null])
+        }
+
+        static func recorded(_ o: RevenueCatReconciler.Outcome) -> PullResult {
+            PullResult(provider: .revenuecat, target: o.userId, changed: o.changed, error: nil, json: o.json)
         }
     }
 
-    /// Pulls one subscription now and records it (the events, the schedule and, with an
-    /// `audit`, the audit row, in one transaction). An API failure records nothing but the
-    /// failure (its backoff) and that audit row, in one transaction; a database failure throws.
-    ///
-    /// - Parameter audit: the actor and action of an admin call, written with the change.
+    /// Pulls one App Store subscription now and records it (`pull(_:target:...)`).
     func pull(subscriptionId: String, audit: (actor: String, action: String)? = nil,
               on db: DatabaseConnection) throws -> PullResult {
-        let pull: Reconciler.Pull
+        guard let reconciler else { throw BillingError(.conflict, "the App Store Server API is not configured (apple.serverApi)") }
+        return try pull(.apple, target: subscriptionId, audit: audit, on: db,
+                        owner: { db throws(DatabaseError) in try AppleBinding.owner(of: subscriptionId, on: db) },
+                        fetch: { () throws(ProviderAPIError) in try reconciler.fetch(subscriptionId: subscriptionId, now: clock.now()) },
+                        record: { pulled, now, db in
+                            let recorded = try reconciler.record(pulled, subscriptionId: subscriptionId, now: now, on: db)
+                            return (.recorded(recorded.outcome), recorded.outcome.userId, pulled.environment, recorded.pending)
+                        })
+    }
+
+    /// Pulls one RevenueCat subscriber now and records it (`pull(_:target:...)`).
+    func pullRevenueCat(userId: String, audit: (actor: String, action: String)? = nil,
+                        on db: DatabaseConnection) throws -> PullResult {
+        guard let revenuecat else { throw BillingError(.conflict, "RevenueCat's REST API is not configured (revenuecat.apiKey)") }
+        return try pull(.revenuecat, target: userId, audit: audit, on: db,
+                        owner: { _ in userId },
+                        fetch: { () throws(ProviderAPIError) in try revenuecat.fetch(userId: userId) },
+                        record: { pulled, now, db in
+                            let recorded = try revenuecat.record(pulled, userId: userId, now: now, on: db)
+                            return (.recorded(recorded.outcome), userId, nil, recorded.pending)
+                        })
+    }
+
+    /// One pull, whichever the provider: `fetch` outside any transaction; then the events,
+    /// the schedule and, with an `audit`, the audit row, in one transaction. An API failure
+    /// records nothing but the failure (its backoff) and that audit row, in one transaction;
+    /// a database failure throws.
+    ///
+    /// - Parameter audit: the actor and action of an admin call, written with the change.
+    private func pull<Pulled>(_ provider: ReconcileProvider, target: String, audit: (actor: String, action: String)?,
+                              on db: DatabaseConnection,
+                              owner: (DatabaseConnection) throws(DatabaseError) -> String?,
+                              fetch: () throws(ProviderAPIError) -> Pulled,
+                              record: (Pulled, Timestamp, DatabaseConnection) throws
+                                  -> (PullResult, userId: String?, environment: StoreEnvironment?, pending: [PendingIngestion]))
+        throws -> PullResult {
+        let pulled: Pulled
         do {
-            pull = try reconciler.fetch(subscriptionId: subscriptionId, now: clock.now())
+            pulled = try fetch()
         } catch {
             let now = clock.now()
-            let result = PullResult.failed(subscriptionId: subscriptionId, error)
+            let result = PullResult.failed(provider, target: target, error)
             let next = try db.transaction(retries: 3, isolation: .readCommitted) { db in
-                let next = try schedule.recordFailure(subscriptionId, error: error, now: now, on: db)
+                let next = try schedule.recordFailure(target, provider: provider, error: error, now: now, on: db)
                 if let audit {
-                    try AuditLog.write(actor: audit.actor, action: audit.action, targetUserId: try AppleBinding.owner(of: subscriptionId, on: db),
-                                       detail: result.json, now: now, on: db)
+                    try AuditLog.write(actor: audit.actor, action: audit.action, targetUserId: try owner(db), detail: result.json,
+                                       now: now, on: db)
                 }
                 return next
             }
-            metrics.pulled(error.kind == .rateLimited ? .rateLimited : .failed)
-            metrics.apiError(error)
-            logger.warning("reconcile.pull.failed", ["reconcile.error": .string(error.code),
+            metrics.pulled(error.kind == .rateLimited ? .rateLimited : .failed, provider: provider)
+            metrics.apiError(error, provider: provider)
+            logger.warning("reconcile.pull.failed", ["reconcile.provider": .string(provider.rawValue), "reconcile.error": .string(error.code),
                                                      "reconcile.nextAttemptAt": .string(next.iso8601)])
             return result
         }
         let now = clock.now()
-        let (outcome, pending) = try db.transaction(retries: 3, isolation: .readCommitted) { db in
-            let recorded = try reconciler.record(pull, subscriptionId: subscriptionId, now: now, on: db)
-            try schedule.recordSuccess(subscriptionId, environment: pull.environment, changed: recorded.outcome.changed, now: now, on: db)
+        let (result, pending) = try db.transaction(retries: 3, isolation: .readCommitted) { db in
+            let recorded = try record(pulled, now, db)
+            try schedule.recordSuccess(target, provider: provider, environment: recorded.environment, changed: recorded.0.changed,
+                                       now: now, on: db)
             if let audit {
-                try AuditLog.write(actor: audit.actor, action: audit.action, targetUserId: recorded.outcome.userId,
-                                   detail: PullResult.recorded(recorded.outcome).json, now: now, on: db)
+                try AuditLog.write(actor: audit.actor, action: audit.action, targetUserId: recorded.userId, detail: recorded.0.json,
+                                   now: now, on: db)
             }
-            return recorded
+            return (recorded.0, recorded.pending)
         }
         for step in pending { try step.finish(on: db) }
-        metrics.pulled(outcome.changed ? .corrected : .unchanged)
-        if outcome.changed {
-            logger.info("reconcile.corrected", ["reconcile.eventsAdded": .int(Int64(outcome.eventsAdded)),
-                                                "reconcile.phase": .string(outcome.after?.phase.rawValue ?? "none")])
+        metrics.pulled(result.changed ? .corrected : .unchanged, provider: provider)
+        if result.changed {
+            logger.info("reconcile.corrected", ["reconcile.provider": .string(provider.rawValue),
+                                                "reconcile.eventsAdded": result.json["eventsAdded"] ?? .null])
         }
-        return .recorded(outcome)
+        return result
     }
 
     struct SweepSummary: Sendable, Equatable {
@@ -110,36 +177,15 @@ struct ReconcileService: Sendable {
     /// - Parameter keepGoing: asked before each pull; false ends the sweep there (a stop).
     func sweep(on db: DatabaseConnection, while keepGoing: () -> Bool = { true }) throws -> SweepSummary {
         var summary = SweepSummary()
-        var lagMeasured = false
-        batches: for _ in 0..<maxBatchesPerSweep {
-            let now = clock.now()
-            if pause.isPaused(at: now) { break }
-            let due = try schedule.candidates(now: now, on: db).compactMap { c in schedule.reason(c, now: now).map { (c, $0) } }
-            if !lagMeasured {
-                lagMeasured = true
-                summary.lagSeconds = due.map { ReconcileService.lag(of: $0.0, reason: $0.1, schedule: schedule, now: now) }.max() ?? 0
-                metrics.sweepLagSeconds.set(Int(summary.lagSeconds))
-            }
-            var pulled = 0
-            for (candidate, _) in due {
-                guard keepGoing() else { break batches }
-                guard try db.transaction({ db in try schedule.claim(candidate.subscriptionId, now: now, on: db) }) else { continue }
-                pulled += 1
-                summary.selected += 1
-                switch try pull(subscriptionId: candidate.subscriptionId, on: db) {
-                case .recorded(let outcome): if outcome.changed { summary.corrected += 1 } else { summary.unchanged += 1 }
-                case .failed(_, let error):
-                    summary.failed += 1
-                    if let wait = error.retryAfterSeconds, error.kind == .rateLimited {
-                        // The limit is the app's: every other pull would get the same answer.
-                        pause.pause(until: clock.now().adding(milliseconds: Int64(wait) * 1000))
-                        summary.rateLimited = true
-                        break batches
-                    }
-                }
-            }
-            if pulled == 0 { break }
+        var lag: Int64?
+        var providers: [ReconcileProvider] = []
+        if reconciler != nil { providers.append(.apple) }
+        if revenuecat != nil { providers.append(.revenuecat) }
+        for provider in providers {
+            try sweep(provider, on: db, into: &summary, lag: &lag, while: keepGoing)
         }
+        summary.lagSeconds = lag ?? 0
+        metrics.sweepLagSeconds.set(Int(summary.lagSeconds))
         metrics.sweeps.add()
         if summary.selected > 0 {
             logger.info("reconcile.sweep", ["reconcile.selected": .int(Int64(summary.selected)),
@@ -148,6 +194,53 @@ struct ReconcileService: Sendable {
                                             "reconcile.lagSeconds": .int(summary.lagSeconds)])
         }
         return summary
+    }
+
+    /// One provider's part of a sweep: batches of its due targets (an App Store subscription,
+    /// or a RevenueCat subscriber once however many of his subscriptions are due), each
+    /// claimed then pulled.
+    private func sweep(_ provider: ReconcileProvider, on db: DatabaseConnection, into summary: inout SweepSummary,
+                       lag: inout Int64?, while keepGoing: () -> Bool) throws {
+        let pause = pauses[provider]!
+        var lagMeasured = false
+        for _ in 0..<maxBatchesPerSweep {
+            let now = clock.now()
+            if pause.isPaused(at: now) { return }
+            var due: [(ReconcileSchedule.Candidate, ReconcileSchedule.Reason)] = []
+            var targets = Set<String>()
+            for c in try schedule.candidates(now: now, provider: provider, on: db) {
+                guard let reason = schedule.reason(c, now: now), targets.insert(c.target).inserted else { continue }
+                due.append((c, reason))
+            }
+            if !lagMeasured {
+                lagMeasured = true
+                let worst = due.map { ReconcileService.lag(of: $0.0, reason: $0.1, schedule: schedule, now: now) }.max() ?? 0
+                lag = max(lag ?? 0, worst)
+            }
+            var pulled = 0
+            for (candidate, _) in due {
+                guard keepGoing() else { return }
+                guard try db.transaction({ db in try schedule.claim(candidate.target, provider: provider, now: now, on: db) }) else { continue }
+                pulled += 1
+                summary.selected += 1
+                let result = provider == .apple ? try pull(subscriptionId: candidate.target, on: db)
+                    : try pullRevenueCat(userId: candidate.target, on: db)
+                if let error = result.error {
+                    summary.failed += 1
+                    if let wait = error.retryAfterSeconds, error.kind == .rateLimited {
+                        // The limit is the app's: every other pull would get the same answer.
+                        pause.pause(until: clock.now().adding(milliseconds: Int64(wait) * 1000))
+                        summary.rateLimited = true
+                        return
+                    }
+                } else if result.changed {
+                    summary.corrected += 1
+                } else {
+                    summary.unchanged += 1
+                }
+            }
+            if pulled == 0 { return }
+        }
     }
 
     /// How long a due subscription has been waiting past the moment the rules made it due.

@@ -40,9 +40,9 @@ struct Reconciler: Sendable {
 
     /// Production first, then Sandbox when Production answers "transaction id not found"
     /// (Apple's recommended order). Environments outside `apple.environments` are not asked.
-    func fetch(subscriptionId: String, now: Timestamp) throws(AppStoreAPIError) -> Pull {
+    func fetch(subscriptionId: String, now: Timestamp) throws(ProviderAPIError) -> Pull {
         let order = AppStoreServerAPI.Environment.allCases.filter { verifier.environments.contains($0.rawValue) }
-        var lastError = AppStoreAPIError(.status, status: 404, errorCode: 4_040_010, detail: "no accepted environment")
+        var lastError = ProviderAPIError(.status, status: 404, errorCode: 4_040_010, detail: "no accepted environment")
         for environment in order {
             let statuses: JSON
             do {
@@ -55,37 +55,37 @@ struct Reconciler: Sendable {
             for group in statuses["data"]?.arrayValue ?? [] {
                 for item in group["lastTransactions"]?.arrayValue ?? [] where item["originalTransactionId"]?.stringValue == subscriptionId {
                     guard let jws = item["signedTransactionInfo"]?.stringValue else {
-                        throw AppStoreAPIError(.malformedResponse, status: 200, detail: "status without signedTransactionInfo")
+                        throw ProviderAPIError(.malformedResponse, status: 200, detail: "status without signedTransactionInfo")
                     }
                     let transaction = try verified { () throws(AppleVerificationError) in try verifier.verifyTransaction(jws, now: now) }
-                    let renewal = try item["signedRenewalInfo"]?.stringValue.map { (jws) throws(AppStoreAPIError) in
+                    let renewal = try item["signedRenewalInfo"]?.stringValue.map { (jws) throws(ProviderAPIError) in
                         try verified { () throws(AppleVerificationError) in try verifier.verifyRenewalInfo(jws, now: now) }
                     }
                     // The signed data must name the subscription asked about, not only the envelope.
                     guard transaction["originalTransactionId"]?.stringValue == subscriptionId,
                           renewal.map({ $0["originalTransactionId"]?.stringValue == subscriptionId }) ?? true else {
-                        throw AppStoreAPIError(.malformedResponse, status: 200, detail: "signed data of another subscription")
+                        throw ProviderAPIError(.malformedResponse, status: 200, detail: "signed data of another subscription")
                     }
                     pull.statuses.append((item["status"]?.int64Value, transaction, renewal))
                 }
             }
             guard !pull.statuses.isEmpty else {
-                throw AppStoreAPIError(.malformedResponse, status: 200, detail: "the subscription is not in the statuses")
+                throw ProviderAPIError(.malformedResponse, status: 200, detail: "the subscription is not in the statuses")
             }
             var revision: String?
             for page in 1...maxHistoryPages {
                 let answer = try api.transactionHistory(transactionId: subscriptionId, revision: revision, environment: environment)
                 guard let signed = answer["signedTransactions"]?.arrayValue else {
-                    throw AppStoreAPIError(.malformedResponse, status: 200, detail: "history without signedTransactions")
+                    throw ProviderAPIError(.malformedResponse, status: 200, detail: "history without signedTransactions")
                 }
                 for item in signed {
-                    guard let jws = item.stringValue else { throw AppStoreAPIError(.malformedResponse, status: 200, detail: "history item") }
+                    guard let jws = item.stringValue else { throw ProviderAPIError(.malformedResponse, status: 200, detail: "history item") }
                     let transaction = try verified { () throws(AppleVerificationError) in try verifier.verifyTransaction(jws, now: now) }
                     if transaction["originalTransactionId"]?.stringValue == subscriptionId { pull.history.append(transaction) }
                 }
                 guard answer["hasMore"]?.boolValue == true else { break }
                 guard let next = answer["revision"]?.stringValue, next != revision, page < maxHistoryPages else {
-                    throw AppStoreAPIError(.malformedResponse, status: 200, detail: "history pages do not end")
+                    throw ProviderAPIError(.malformedResponse, status: 200, detail: "history pages do not end")
                 }
                 revision = next
             }
@@ -94,8 +94,8 @@ struct Reconciler: Sendable {
         throw lastError
     }
 
-    private func verified(_ body: () throws(AppleVerificationError) -> JSON) throws(AppStoreAPIError) -> JSON {
-        do { return try body() } catch { throw AppStoreAPIError(.verification, detail: error.reason.rawValue) }
+    private func verified(_ body: () throws(AppleVerificationError) -> JSON) throws(ProviderAPIError) -> JSON {
+        do { return try body() } catch { throw ProviderAPIError(.verification, detail: error.reason.rawValue) }
     }
 
     // MARK: the database part

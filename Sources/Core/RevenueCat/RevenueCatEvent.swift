@@ -82,6 +82,11 @@ struct RevenueCatDelivery: Sendable {
         case "PROMOTIONAL": kind = .promotional
         case "TRANSFER": kind = .transfer
         case "TEST": kind = .test
+        // Informational (SPEC §15): stored under their own kind, answered 200, never folded.
+        case "INVOICE_ISSUANCE": kind = .invoiceIssuance
+        case "VIRTUAL_CURRENCY_TRANSACTION": kind = .virtualCurrencyTransaction
+        case "EXPERIMENT_ENROLLMENT": kind = .experimentEnrollment
+        case "SUBSCRIBER_ALIAS": kind = .subscriberAlias
         default: kind = .unknown
         }
 
@@ -99,7 +104,8 @@ struct RevenueCatDelivery: Sendable {
             cancelReason: cancelReason, newProductId: newProductId,
             newTier: newProductId.flatMap { tiers.tier(entitlementIds: [], productId: $0) },
             transferredFrom: try e.stringArray("transferred_from").filter(idPattern.matches),
-            transferredTo: try e.stringArray("transferred_to").filter(idPattern.matches))
+            transferredTo: try e.stringArray("transferred_to").filter(idPattern.matches),
+            familyShared: try e.bool("is_family_share") ?? false)
 
         var candidates: [String] = []
         let appUserId = try e.string("app_user_id", maxLength: 512)

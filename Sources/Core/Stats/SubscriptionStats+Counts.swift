@@ -12,6 +12,10 @@ extension SubscriptionStats {
         var cancellations: Int64 = 0, lost: Int64 = 0, refunds: Int64 = 0
         var billingIssues: Int64 = 0, revocations: Int64 = 0
         var grossMilli: Int64 = 0, refundedMilli: Int64 = 0
+        /// One-time purchases (non-renewing, lifetime, consumable; SPEC §15): their first report.
+        var oneTimePurchases: Int64 = 0
+        /// New family-shared subscriptions: access, but no sale (counted here only).
+        var familyShared: Int64 = 0
 
         init() {}
 
@@ -21,6 +25,7 @@ extension SubscriptionStats {
                 renewals += d.counts.renewals; cancellations += d.counts.cancellations; lost += d.counts.lost
                 refunds += d.counts.refunds; billingIssues += d.counts.billingIssues; revocations += d.counts.revocations
                 grossMilli += d.counts.grossMilli; refundedMilli += d.counts.refundedMilli
+                oneTimePurchases += d.counts.oneTimePurchases; familyShared += d.counts.familyShared
             }
         }
 
@@ -31,6 +36,7 @@ extension SubscriptionStats {
                 "billingIssues": .int(billingIssues), "revocations": .int(revocations),
                 "revenueMilli": .int(grossMilli - refundedMilli),
                 "grossMilli": .int(grossMilli), "refundedMilli": .int(refundedMilli),
+                "oneTimePurchases": .int(oneTimePurchases), "familyShared": .int(familyShared),
             ]
         }
     }
@@ -87,7 +93,7 @@ extension SubscriptionStats {
         var subscription: String?
         var fold = SubscriptionFold(seenBefore: false, lastPeriodTrial: false)
         try db.forEachRow("""
-            SELECT e.subscription_id, e.kind, e.is_trial, e.price_milli, e.currency,
+            SELECT e.subscription_id, e.kind, e.is_trial, e.price_milli, e.currency, e.family_shared,
               e.intrinsic_at >= \(q.from) AS cur, COALESCE(e.purchased_at, e.intrinsic_at) AS period_key,
               \(localDay("e.intrinsic_at", zone: zone)) AS day
             FROM billing_events e
@@ -100,13 +106,29 @@ extension SubscriptionStats {
                 let before = history[key]
                 fold = SubscriptionFold(seenBefore: before?.seenBefore ?? false, lastPeriodTrial: before?.lastPeriodTrial ?? false)
             }
+            let familyShared = try row.bool("family_shared")
             let event = FoldedEvent(kind: try row.string("kind"), isTrial: try row.bool("is_trial"),
                                     priceMilli: try row.optionalInt64("price_milli"),
-                                    inCurrency: try row.optionalString("currency") == q.currency,
+                                    inCurrency: try row.optionalString("currency") == q.currency && !familyShared,
                                     current: try row.bool("cur"),
                                     periodKey: try row.timestamp("period_key").millisecondsSinceEpoch)
             let day = DayKey(current: event.current, day: try row.timestamp("day").millisecondsSinceEpoch)
             fold.fold(event, into: &days[day, default: Counts()])
+        }
+        // New family-shared subscriptions: the first counted event of each falls in the period.
+        try db.forEachRow("""
+            SELECT e.intrinsic_at >= \(q.from) AS cur, \(localDay("e.intrinsic_at", zone: zone)) AS day, COUNT(*) AS n
+            FROM billing_events e
+            WHERE e.environment = \(env) AND e.intrinsic_at >= \(previousFrom) AND e.intrinsic_at < \(q.to)
+              AND \(unsafeRaw: counted("e")) AND e.family_shared = 1 AND e.kind IN ('purchase', 'non_renewing_purchase')
+              AND NOT EXISTS (SELECT 1 FROM billing_events p
+                              WHERE p.environment = e.environment AND p.subscription_id = e.subscription_id
+                                AND \(unsafeRaw: counted("p"))
+                                AND (p.intrinsic_at < e.intrinsic_at OR (p.intrinsic_at = e.intrinsic_at AND p.id < e.id)))
+            GROUP BY cur, day
+            """) { (row: SQLRow) throws(DatabaseError) in
+            let day = DayKey(current: try row.bool("cur"), day: try row.timestamp("day").millisecondsSinceEpoch)
+            days[day, default: Counts()].familyShared += try row.int64("n")
         }
         return days.sorted { ($0.key.current ? 1 : 0, $0.key.day) < ($1.key.current ? 1 : 0, $1.key.day) }.map {
             DayCounts(current: $0.key.current, day: formatDay(Timestamp(millisecondsSinceEpoch: $0.key.day).civil),
@@ -131,7 +153,8 @@ extension SubscriptionStats {
         var kind: String
         var isTrial: Bool
         var priceMilli: Int64?
-        /// In the report's currency.
+        /// Money that counts: in the report's currency, and not a family-shared purchase (SPEC
+        /// §15: access, but no revenue).
         var inCurrency: Bool
         /// In [from, to), not in the previous period.
         var current: Bool
@@ -161,6 +184,14 @@ extension SubscriptionStats {
             if e.kind == "purchase" && scanned == 1 && !seenBefore {
                 c.new += 1
                 if e.isTrial { c.trials += 1 }
+            }
+            if e.kind == "non_renewing_purchase" {
+                // A one-time purchase (SPEC §15): a sale of its own, no period of a subscription.
+                periods[e.periodKey, default: (0, 0, 0)].starts += 1
+                if periods[e.periodKey]!.starts == 1 {
+                    c.oneTimePurchases += 1
+                    if e.inCurrency, let price = e.priceMilli, price > 0 { c.grossMilli += price }
+                }
             }
             if periodStart {
                 periods[e.periodKey, default: (0, 0, 0)].starts += 1

@@ -6,6 +6,8 @@ extension SubscriptionStats {
         var active: Int64
         var trial: Int64
         var cancelling: Int64
+        /// Family-shared subscriptions with access (not trials): access, but no payer.
+        var familyShared: Int64
         var mrrMilli: Int64
         var cadence: Cadence?
     }
@@ -15,19 +17,21 @@ extension SubscriptionStats {
         var products: [ProductSnapshot]
         var active: Int64 { products.reduce(0) { $0 + $1.active } }
         var trial: Int64 { products.reduce(0) { $0 + $1.trial } }
-        var paying: Int64 { active - trial }
+        var familyShared: Int64 { products.reduce(0) { $0 + $1.familyShared } }
+        var paying: Int64 { active - trial - familyShared }
         var cancelling: Int64 { products.reduce(0) { $0 + $1.cancelling } }
         var mrrMilli: Int64 { products.reduce(0) { $0 + $1.mrrMilli } }
 
         var json: JSON {
             [
                 "at": .string(at.iso8601),
-                "active": .int(active), "trial": .int(trial), "paying": .int(paying),
+                "active": .int(active), "trial": .int(trial), "paying": .int(paying), "familyShared": .int(familyShared),
                 "cancelling": .int(cancelling), "mrrMilli": .int(mrrMilli),
                 "byProduct": .array(products.map { p in
                     [
                         "productId": p.productId.map(JSON.string) ?? .null,
-                        "active": .int(p.active), "trial": .int(p.trial), "paying": .int(p.active - p.trial),
+                        "active": .int(p.active), "trial": .int(p.trial), "paying": .int(p.active - p.trial - p.familyShared),
+                        "familyShared": .int(p.familyShared),
                         "cancelling": .int(p.cancelling), "mrrMilli": .int(p.mrrMilli),
                         "cadence": p.cadence.map { .string($0.rawValue) } ?? .null,
                     ]
@@ -49,6 +53,7 @@ extension SubscriptionStats {
             p.environment = \(env) AND p.subscription_id = s.subscription_id AND p.intrinsic_at < \(t) AND \(unsafeRaw: counted("p"))
             """
         let trial = "COALESCE(pe.is_trial, le.is_trial)"
+        let shared = "COALESCE(pe.family_shared, le.family_shared)"
         // A refund or revocation of a period older than the latest period start takes back
         // that period only: the later one stands (SPEC §5).
         let earlierRefund = "(le.kind IN ('refund', 'revoke') AND pe.purchased_at IS NOT NULL AND le.purchased_at < pe.purchased_at)"
@@ -58,7 +63,8 @@ extension SubscriptionStats {
               COUNT(*) AS active,
               SUM(\(unsafeRaw: trial) = 1) AS trial,
               SUM(COALESCE(z.cancelling, 0)) AS cancelling,
-              SUM(CASE WHEN \(unsafeRaw: trial) = 0 AND pe.currency = \(currency) AND pe.price_milli > 0
+              SUM(\(unsafeRaw: trial) = 0 AND \(unsafeRaw: shared) = 1) AS family_shared,
+              SUM(CASE WHEN \(unsafeRaw: trial) = 0 AND \(unsafeRaw: shared) = 0 AND pe.currency = \(currency) AND pe.price_milli > 0
                   THEN pe.price_milli ELSE 0 END) AS price_sum,
               AVG(CASE WHEN \(unsafeRaw: trial) = 0 AND pe.expires_at > pe.purchased_at
                   THEN TIMESTAMPDIFF(SECOND, pe.purchased_at, pe.expires_at) END) / 86400 AS period_days
@@ -110,7 +116,8 @@ extension SubscriptionStats {
             let productCadence = productId.flatMap(cadence) ?? periodDays.map { self.cadence(periodDays: $0) }
             let mrr = productCadence.map { (Double(priceSum) * monthlyFactor($0)).rounded(.toNearestOrAwayFromZero) } ?? 0
             products.append(ProductSnapshot(productId: productId, active: try row.int64("active"), trial: try row.int64("trial"),
-                                            cancelling: try row.int64("cancelling"), mrrMilli: Int64(mrr),
+                                            cancelling: try row.int64("cancelling"), familyShared: try row.int64("family_shared"),
+                                            mrrMilli: Int64(mrr),
                                             cadence: productCadence))
         }
         return Snapshot(at: t, products: products)

@@ -101,7 +101,7 @@ enum SubscriptionStats {
         case .quarterly: return 1.0 / 3.0
         case .semiannual: return 1.0 / 6.0
         case .yearly: return 1.0 / 12.0
-        case .lifetime, .consumable: return 0
+        case .lifetime, .consumable, .nonRenewing: return 0
         }
     }
 
@@ -124,13 +124,18 @@ enum SubscriptionStats {
     static func counted(_ a: String) -> String {
         """
         \(a).status IN ('applied', 'unmatched') AND \(a).intrinsic_at IS NOT NULL AND \(a).subscription_id IS NOT NULL \
-        AND \(a).kind NOT IN ('test', 'unknown', 'transfer')
+        AND \(a).kind NOT IN \(notCountedKinds)
         """
     }
 
+    /// Kinds that say nothing about a subscription's period, access or money: tests,
+    /// transfers, and the informational types (SPEC §15), even when they carry a transaction.
+    static let notCountedKinds = "(" + (["test", "transfer"] + EventKind.allCases.filter(\.isInformational).map(\.rawValue))
+        .map { "'\($0)'" }.joined(separator: ", ") + ")"
+
     /// Kinds that open a period of access (the product and price in force come from them).
     static func periodStart(_ a: String) -> String {
-        "\(a).kind IN ('purchase', 'renewal', 'promotional', 'temporary_grant', 'non_renewing_purchase')"
+        "\(a).kind IN ('purchase', 'renewal', 'promotional', 'temporary_grant', 'non_renewing_purchase', 'subscriber_state')"
     }
 
     static let lostKinds = "('expiration', 'refund', 'revoke')"
