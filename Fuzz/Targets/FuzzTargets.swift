@@ -203,6 +203,25 @@ enum FuzzTargets {
         } catch {
             fuzzCheck(!error.message.isEmpty, "payload error without a message")
         }
+        // The same input as an answer of RevenueCat's REST API (CustomerInfo, SPEC §15):
+        // decoded or refused, and every event it states fits the inbox.
+        let user = "6f1c1a8e-8a4e-4f37-9a44-1d2b3c4d5e6f"
+        do {
+            let subscriber = try RevenueCatSubscriber.decode(body, appUserId: user, tiers: tiers, catalog: [:])
+            for pulled in subscriber.pulled {
+                var event = pulled.event
+                if let digest = pulled.stateDigest {
+                    // The longest key the reconciler gives a state (its predecessor's id last).
+                    event.providerEventId = "rcpull:0123456789abcdef:state:\(digest):\(UInt64.max)"
+                }
+                checkFitsTheInbox(event, candidates: [user])
+                fuzzCheck(pulled.event.provider == .revenuecatPull && pulled.event.intrinsicAt != nil, "a pulled event without its time")
+                fuzzCheck(pulled.stateDigest.map { _ in pulled.event.kind == .subscriberState } ?? !pulled.event.providerEventId.isEmpty,
+                          "a pulled event without a key")
+            }
+        } catch {
+            fuzzCheck(!error.message.isEmpty, "payload error without a message")
+        }
     }
 
     /// What the inbox's CHECK constraints and column widths demand of a decoded event, and

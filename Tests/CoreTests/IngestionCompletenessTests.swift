@@ -125,6 +125,22 @@ import Testing
         #expect(RevenueCatSubscriber.digest(event) != digest)
     }
 
+    /// Product ids are the answer's keys, of any length: what is stored fits its columns
+    /// (bytes, cut on a character boundary), as a webhook's bounded fields do.
+    @Test func longProductIdsAreCutToTheirColumnsOnACharacterBoundary() throws {
+        let product = String(repeating: "é", count: 150) + "x"  // 301 bytes
+        let info: JSON = ["request_date_ms": 1_564_162_810_884,
+                          "subscriber": ["subscriptions": [product: ["purchase_date": "2019-07-14T20:07:40Z",
+                                                                     "expires_date": "2019-08-14T21:07:40Z", "store": "app_store"]],
+                                         "non_subscriptions": [product: [["id": "abc", "purchase_date": "2019-04-05T21:52:45Z"]]]]]
+        let s = try RevenueCatSubscriber.decode(info, appUserId: user, tiers: tiers, catalog: [:])
+        for pulled in s.pulled {
+            #expect((pulled.event.productId?.utf8.count ?? 0) <= 191 && (pulled.event.subscriptionId?.utf8.count ?? 0) <= 191)
+            #expect(pulled.event.productId?.unicodeScalars.allSatisfy { $0 == "é" } == true)
+        }
+        #expect("aé".utf8Prefix(2) == "a" && "aé".utf8Prefix(3) == "aé" && "".utf8Prefix(0) == "")
+    }
+
     @Test func anAnswerOfAnotherShapeIsAPayloadError() {
         for bad: JSON in [[:], ["request_date_ms": 1], ["request_date_ms": "x", "subscriber": [:]],
                           ["request_date_ms": 1, "subscriber": ["subscriptions": ["p": ["purchase_date": "yesterday"]]]],

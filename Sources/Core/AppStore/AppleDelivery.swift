@@ -67,7 +67,7 @@ struct AppleDelivery: Sendable {
         if transaction == nil, let summary = outer["summary"]?.objectValue {
             // RENEWAL_EXTENSION/SUMMARY: which product a mass extension was for; each
             // extended subscription comes as its own RENEWAL_EXTENDED.
-            event.productId = summary["productId"]?.stringValue.map { String($0.prefix(191)) }
+            event.productId = summary["productId"]?.stringValue.map { $0.utf8Prefix(191) }
         }
         if let renewal { apply(renewal, to: &event, transaction: transaction, catalog: catalog) }
         if type == "GRACE_PERIOD_EXPIRED" {

@@ -45,7 +45,7 @@ struct RevenueCatSubscriber: Sendable {
 
         for (product, value) in try members(subscriber, "subscriptions") {
             let s = try PayloadReader(value, path: "subscriber.subscriptions.\(product.prefix(64))")
-            let productId = String(product.prefix(191))
+            let productId = product.utf8Prefix(191)
             let store = try s.string("store", maxLength: 32)?.lowercased()
             let purchasedAt = try date(s, "purchase_date")
             let expiresAt = try date(s, "expires_date")
@@ -67,7 +67,7 @@ struct RevenueCatSubscriber: Sendable {
                 willRenew: refundedAt != nil ? false : try date(s, "unsubscribe_detected_at") == nil,
                 inBillingRetry: refundedAt != nil ? nil : billingIssue != nil,
                 familyShared: try s.string("ownership_type", maxLength: 32)?.uppercased() == "FAMILY_SHARED")
-            event.subscriptionId = StoreFold.pulledKeyPrefix + productId.prefix(150) + "@" + (store ?? "")
+            event.subscriptionId = StoreFold.pulledKeyPrefix + productId.utf8Prefix(146) + "@" + (store ?? "")
             var payload = s.object
             payload["request_date_ms"] = .int(requestDate.millisecondsSinceEpoch)
             payload["product_id"] = .string(productId)
@@ -86,7 +86,7 @@ struct RevenueCatSubscriber: Sendable {
             guard let items = value.arrayValue, items.count <= 1000 else {
                 throw PayloadError("subscriber.non_subscriptions.\(product.prefix(64))", "expected an array")
             }
-            let productId = String(product.prefix(191))
+            let productId = product.utf8Prefix(191)
             for (index, item) in items.enumerated() {
                 let p = try PayloadReader(item, path: "subscriber.non_subscriptions.\(product.prefix(64))[\(index)]")
                 let id = try p.requiredString("id", maxLength: 128)
@@ -100,7 +100,7 @@ struct RevenueCatSubscriber: Sendable {
                     expiresAt = entitlementExpiry(subscriber, productId: productId)
                 }
                 let transactionId = try p.value("store_transaction_id").map { (v) throws(PayloadError) -> String in
-                    if let s = v.stringValue { return String(s.prefix(191)) }
+                    if let s = v.stringValue { return s.utf8Prefix(191) }
                     if let n = v.int64Value { return String(n) }
                     throw PayloadError("store_transaction_id", "expected a string")
                 }
