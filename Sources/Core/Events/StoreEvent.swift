@@ -57,8 +57,9 @@ enum EventKind: String, Sendable, CaseIterable {
     /// carries a verified App Store transaction (its period and expiry still count).
     case unknown
 
-    /// A kind that tells about the store, not a change of the subscription: never applied on
-    /// its own (an App Store one still folds the transaction it carries, as `unknown` does).
+    /// A kind that tells about the store, not a change of the subscription, and `unknown`:
+    /// never applied on its own; an App Store one still folds the transaction it carries
+    /// (its period and expiry, and its renewal info).
     var isInformational: Bool {
         switch self {
         case .consumptionRequest, .refundDeclined, .renewalExtension, .externalPurchaseToken, .consentRescinded,
