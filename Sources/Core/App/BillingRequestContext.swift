@@ -66,7 +66,7 @@ final class BillingRequestContext: RequestContextProtocol, AuthenticatedRequestC
     /// when no token keys are configured.
     func authenticatedUser(_ request: HTTPRequest) throws -> String {
         guard let verifier = services.tokenVerifier else {
-            throw APIError.notConfigured("ID token verification is not configured (auth.keysFile)")
+            throw APIError.notConfigured("ID token verification is not configured (auth.keysUrl or auth.keysFile)")
         }
         guard let token = request.bearerToken else { throw AuthError(.missing) }
         return try verifier.verify(token, now: clock.now()).subject

@@ -17,7 +17,8 @@ final class BillingServices: Sendable {
     let activity = UserActivity()
     /// When this process last purged expired paywall events.
     let paywallPurge = PaywallEvents.PurgeSchedule()
-    /// nil when `auth.keysFile` is not configured: authenticated routes then answer 501.
+    /// nil when neither `auth.keysUrl` nor `auth.keysFile` is configured: authenticated
+    /// routes then answer 501.
     let tokenVerifier: IDTokenVerifier?
     /// Runtime flags from `billing_flags`, cached for at most a second.
     let flags = FlagCache()
@@ -50,11 +51,15 @@ final class BillingServices: Sendable {
         self.catalog = ProductCatalog(configuration.products)
         self.appleVerifier = try AppleSignedDataVerifier.load(configuration.apple)
         self.reconcile = try ReconcileService.load(configuration, verifier: appleVerifier, idPattern: pattern, logger: logger, clock: clock)
-        if let keysFile = configuration.auth.keysFile {
-            guard let issuer = configuration.auth.issuer, let audience = configuration.auth.audience else {
-                throw ConfigurationError("auth.issuer and auth.audience are required with auth.keysFile")
+        let auth = configuration.auth
+        if auth.hasKeys {
+            guard let issuer = auth.issuer, let audience = auth.audience else {
+                throw ConfigurationError("auth.issuer and auth.audience are required with auth.keysUrl or auth.keysFile")
             }
-            tokenVerifier = IDTokenVerifier(keyStore: try TokenKeyStore(path: keysFile), issuer: issuer,
+            let store = try TokenKeyStore(path: auth.keysFile, issuer: auth.keysUrl.map { TokenKeyStore.Issuer(auth, url: $0) },
+                                          clock: clock, logger: logger)
+            metrics.addSource { [store, clock] in store.samples(now: clock.now()) }
+            tokenVerifier = IDTokenVerifier(keyStore: store, issuer: issuer,
                                             audience: audience, leewaySeconds: configuration.auth.leewaySeconds,
                                             cachedTokens: configuration.server.snapshotCacheUsers)
         } else {
@@ -84,8 +89,8 @@ extension BillingServices {
 }
 
 extension BillingServices {
-    /// SIGHUP: what can be taken again without a restart — the ID-token keys (a failure
-    /// keeps the keys in force and is logged).
+    /// SIGHUP: what can be taken again without a restart — the ID-token keys, from the file
+    /// and the issuer's URL (a failure keeps the keys in force and is logged).
     func reload() {
         guard let store = tokenVerifier?.keyStore else { return }
         do {

@@ -3,11 +3,28 @@ import Glibc
 /// `billing-rpc`: the admin daemon, the migration command and the development token
 /// printer, wired in Core so the executable is a single call.
 public enum RPCAdminApp {
-    static let version = "0.1.0"
+    static let version = BuildInfo.version
+
+    /// Where the Debian package puts the configuration and the migrations: the defaults of
+    /// `migrate` and `doctor` (BILLING_CONFIG, when set, names the configuration instead).
+    static let packagedConfig = "/etc/fcgibilling/billing.json"
+    static let packagedSQLDirectory = "/usr/share/fcgibilling/sql"
+
+    static func defaultConfig(_ environment: [String: String]) -> String? {
+        if let path = environment["BILLING_CONFIG"], !path.isEmpty { return path }
+        return FileIO.exists(packagedConfig) ? packagedConfig : nil
+    }
+
+    static func defaultSQLDirectory() -> String? {
+        FileIO.exists(packagedSQLDirectory) ? packagedSQLDirectory : nil
+    }
 
     /// Returns the process exit status.
     public static func main(arguments: [String], environment: [String: String]) -> Int32 {
         switch arguments.first {
+        case "--version", "-V":
+            print(BuildInfo.versionLine("billing-rpc"))
+            return 0
         case "migrate": return migrate(Array(arguments.dropFirst()), environment: environment)
         case "dev-token": return devToken(Array(arguments.dropFirst()))
         case "doctor": return doctor(Array(arguments.dropFirst()), environment: environment)
@@ -106,11 +123,14 @@ public enum RPCAdminApp {
     // MARK: migrate
 
     static let migrateUsage = """
-        usage: billing-rpc migrate --config FILE --sql-dir DIR [--status]
+        usage: billing-rpc migrate [--config FILE] [--sql-dir DIR] [--status]
 
         Applies sql/NNN_name.sql files in order, forward-only, recording each with its SHA-256
         in schema_migrations. Re-running is a no-op; an applied file whose content changed is
         refused. --status lists every file and whether it is applied.
+        Defaults: --config $BILLING_CONFIG, else /etc/fcgibilling/billing.json; --sql-dir
+        /usr/share/fcgibilling/sql (the package's). Exit status: 0 applied or up to date,
+        1 a migration failed (nothing of it stays), 75 the database cannot be reached, 64 usage.
 
         """
 
@@ -130,10 +150,17 @@ public enum RPCAdminApp {
             default: return fail("unknown argument \(argument)\n\n\(migrateUsage)", status: 64)
             }
         }
-        guard let config, let sqlDir else { return fail("--config and --sql-dir are required\n\n\(migrateUsage)", status: 64) }
+        guard let config = config ?? defaultConfig(environment), let sqlDir = sqlDir ?? defaultSQLDirectory() else {
+            return fail("--config and --sql-dir are required\n\n\(migrateUsage)", status: 64)
+        }
         do {
             let configuration = try BillingConfiguration.load(path: config, environment: environment)
             let database = DatabaseConnection(configuration: configuration.database)
+            // Reaching the database is asked apart, so a script (the package's postinst) can
+            // tell "not set up yet" (75) from "a migration failed" (1).
+            do { _ = try database.queryOne("SELECT 1 AS one") } catch {
+                return fail("migrate: cannot reach the database: \(error.debugDescription)", status: 75)
+            }
             let migrator = Migrator(directory: sqlDir)
             if statusOnly {
                 for entry in try migrator.status(using: database) { print("\(entry)") }
@@ -207,8 +234,12 @@ public enum RPCAdminApp {
     // MARK: doctor
 
     static let doctorUsage = """
-        usage: billing-rpc doctor --config FILE --sql-dir DIR [--url NGINX_BASE_URL] [--json]
+        usage: billing-rpc doctor [--config FILE] [--sql-dir DIR] [--url NGINX_BASE_URL] [--json]
                                   [--min-free-bytes N (1 GiB)] [--max-clock-skew-ms N (2000)]
+
+        Defaults: --config $BILLING_CONFIG, else /etc/fcgibilling/billing.json; --sql-dir
+        /usr/share/fcgibilling/sql; with the packaged configuration, --url http://127.0.0.1:9464
+        (the site's metrics listener, which also answers the health route). Redirects are followed.
 
         Checks the installation, one line each, ✓ or ✗ with the fix: the configuration, the secret
         files (readable here, by no one else), the database (reachable, the runtime account's grants),
@@ -243,8 +274,13 @@ public enum RPCAdminApp {
             default: return fail("unknown argument \(argument)\n\n\(doctorUsage)", status: 64)
             }
         }
-        guard let sqlDir else { return fail("--sql-dir is required\n\n\(doctorUsage)", status: 64) }
-        var doctor = Doctor(configPath: config, environment: environment, sqlDirectory: sqlDir, url: url)
+        guard let sqlDir = sqlDir ?? defaultSQLDirectory() else { return fail("--sql-dir is required\n\n\(doctorUsage)", status: 64) }
+        let configPath = config ?? defaultConfig(environment)
+        // The packaged site's local listener (metrics.listen) answers the health route over
+        // plain HTTP: the doctor asks it there unless told another URL.
+        let packaged = configPath == packagedConfig
+        var doctor = Doctor(configPath: configPath, environment: environment, sqlDirectory: sqlDir,
+                            url: url ?? (packaged ? "http://127.0.0.1:9464" : nil))
         if let minimumFree { doctor.minimumFreeBytes = minimumFree }
         if let maxSkew { doctor.maxClockSkewMilliseconds = maxSkew }
         let checks = doctor.run()

@@ -14,7 +14,9 @@ struct RPCAdminCommandLine: Sendable, Equatable {
 
     static let usage = """
         usage: billing-rpc --config FILE [options]              serve JSON-RPC on admin.socket
-               billing-rpc migrate --config FILE --sql-dir DIR [--status]
+               billing-rpc migrate [--config FILE] [--sql-dir DIR] [--status]
+               billing-rpc doctor [--config FILE] [--sql-dir DIR] [--url URL] [--json]
+               billing-rpc --version
                billing-rpc dev-token --key PEM --kid KID --issuer ISS --audience AUD [--ttl SECONDS] USER_ID
 
         JSON-RPC 2.0 admin daemon, newline-delimited JSON on a Unix socket (mode 0660).

@@ -6,6 +6,7 @@ import Glibc
 public enum WorkerApp {
     static let usage = """
         usage: billing-fcgi --config FILE --socket PATH [options]
+               billing-fcgi --version
 
           --config FILE        configuration (JSON); BILLING__section__key env vars override it
           --socket PATH        Unix socket to listen on (nginx's upstream server unix:PATH), or HOST:PORT
@@ -18,7 +19,8 @@ public enum WorkerApp {
           --max-requests N     stop gracefully after N requests, for a supervisor to restart (default 0: never)
           --metrics-dir PATH   override server.metricsDirectory (default: metrics/ beside the socket)
 
-        Signals: TERM/INT/QUIT stop accepting, finish in-flight requests and exit 0; USR1 reopens logs, HUP reloads (reopens logs).
+        Signals: TERM/INT/QUIT stop accepting, finish in-flight requests and exit 0; USR1 reopens logs; HUP reopens logs
+        and takes the ID-token keys again (auth.keysFile re-read, auth.keysUrl fetched).
 
         """
 
@@ -40,6 +42,10 @@ public enum WorkerApp {
         while let argument = rest.popFirst() {
             if argument == "--help" || argument == "-h" {
                 print(usage, terminator: "")
+                return 0
+            }
+            if argument == "--version" || argument == "-V" {
+                print(BuildInfo.versionLine("billing-fcgi"))
                 return 0
             }
             guard let value = rest.popFirst() else { return usageError("missing value for \(argument)") }
@@ -109,6 +115,10 @@ public enum WorkerApp {
             logger.warning("cannot start the metrics publisher thread", ["metrics.directory": .string(directory.path)])
         }
         defer { publisher.stop() }
+        // auth.keysUrl: the issuer's keys fetched now and kept fresh from here on.
+        if let store = services.tokenVerifier?.keyStore, store.issuer != nil, !store.startRefreshing() {
+            logger.warning("cannot start the token key refresher thread; keys are fetched when a token names an unknown kid", [:])
+        }
 
         let databaseConfiguration = configuration.database
         return FastCGIServer.run(

@@ -97,9 +97,9 @@ struct IDTokenVerifier: Sendable {
         guard algorithm == "RS256" || algorithm == "ES256" else { throw AuthError(.unsupportedAlgorithm) }
         guard jws.header["crit"] == nil else { throw AuthError(.unsupportedAlgorithm) }
         guard let kid = jws.header["kid"]?.stringValue else { throw AuthError(.unknownKey) }
-        // An unknown kid may be a rotation the process has not seen: look at the file again
-        // (only when it changed, at most once a second).
-        guard let key = keyStore.keys.keys[kid] ?? (keyStore.reloadIfChanged() ? keyStore.keys.keys[kid] : nil) else {
+        // An unknown kid may be a rotation the process has not seen: the issuer's URL or the
+        // file is looked at again, within their bounds (`TokenKeyStore.key(for:)`).
+        guard let key = keyStore.key(for: kid) else {
             throw AuthError(.unknownKey)
         }
 

@@ -83,6 +83,14 @@ extension BillingConfiguration {
         }
         reader.section("auth") { r in
             r.optionalString("keysFile", into: &auth.keysFile)
+            r.optionalString("keysUrl", into: &auth.keysUrl)
+            r.optionalString("caFile", into: &auth.caFile)
+            r.int("keysTimeoutSeconds", into: &auth.keysTimeoutSeconds, range: 1...60)
+            r.int("keysDefaultMaxAgeSeconds", into: &auth.keysDefaultMaxAgeSeconds, range: 1...604_800)
+            r.int("keysMinRefreshSeconds", into: &auth.keysMinRefreshSeconds, range: 1...3600)
+            if let url = auth.keysUrl, !url.hasPrefix("https://") || url.utf8.count < 9 {
+                r.problem("keysUrl", "expected an https:// URL")
+            }
             r.optionalString("issuer", into: &auth.issuer)
             r.optionalString("audience", into: &auth.audience)
             r.int("leewaySeconds", into: &auth.leewaySeconds, range: 0...3600)

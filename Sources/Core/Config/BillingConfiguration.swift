@@ -70,8 +70,22 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
 
     /// App ID-token verification (`auth.*`).
     struct Auth: Sendable, Equatable {
-        /// JWKS or `{kid: PEM certificate}` file.
+        /// JWKS or `{kid: PEM certificate}` file: the keys when `keysUrl` is not set, and
+        /// the keys until the first fetch succeeds when it is (an offline start).
         var keysFile: String? = nil
+        /// The issuer's published keys (HTTPS; a JWKS or a `{kid: PEM certificate}` map),
+        /// kept as long as the answer's `Cache-Control: max-age` says (`TokenKeyStore`).
+        var keysUrl: String? = nil
+        /// A PEM bundle trusted for `keysUrl` instead of the system's (tests: a local server).
+        var caFile: String? = nil
+        var keysTimeoutSeconds = 5
+        /// Freshness of an answer without `max-age`.
+        var keysDefaultMaxAgeSeconds = 3600
+        /// The fewest seconds between two fetches: a token naming an unknown `kid` fetches at
+        /// most this often, and a failing issuer is retried from this interval up, doubling.
+        var keysMinRefreshSeconds = 5
+        /// Whether app tokens can be verified at all.
+        var hasKeys: Bool { keysFile != nil || keysUrl != nil }
         var issuer: String? = nil
         var audience: String? = nil
         var leewaySeconds = 60

@@ -1,11 +1,35 @@
 import CCurl
 
-/// What an outgoing HTTPS call answered: its status, body (bounded) and the one header the
-/// callers read (`Retry-After`, in seconds when it is a number).
+/// What an outgoing HTTPS call answered: its status, body (bounded) and the headers the
+/// callers read: `Retry-After` (in seconds when it is a number), and how long the answer
+/// stays fresh (`Cache-Control: max-age` less `Age`, RFC 9111 §4.2.1).
 struct HTTPClientResponse: Sendable, Equatable {
     var status: Int
     var body: [UInt8]
     var retryAfterSeconds: Int?
+    /// nil: no `max-age`; 0 also for `no-cache`, `no-store` and an `Age` beyond `max-age`.
+    var freshForSeconds: Int? = nil
+
+    /// Freshness from the two header values (RFC 9111: `s-maxage` is for shared caches only).
+    static func freshness(cacheControl: String?, age: String?) -> Int? {
+        guard let cacheControl else { return nil }
+        var maxAge: Int?
+        for directive in cacheControl.split(separator: ",") {
+            let parts = directive.split(separator: "=", maxSplits: 1).map { String($0).trimmingSpaces.lowercased() }
+            switch parts.first {
+            case "no-store"?, "no-cache"?: return 0
+            case "max-age"? where parts.count == 2:
+                let digits = parts[1].hasPrefix("\"") && parts[1].hasSuffix("\"") && parts[1].count >= 2
+                    ? String(parts[1].dropFirst().dropLast()) : parts[1]
+                // Beyond 2^31 is "infinity" to a cache (RFC 9111 §1.2.2): a year is plenty.
+                maxAge = digits.utf8.count > 9 && digits.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) ? 31_536_000 : Int(digits).map { max(0, $0) }
+            default: continue
+            }
+        }
+        guard let maxAge else { return nil }
+        let spent = age.flatMap { Int($0.trimmingSpaces) }.map { max(0, $0) } ?? 0
+        return max(0, maxAge - spent)
+    }
 }
 
 /// A call that got no HTTP answer: it timed out, could not connect, or TLS failed. Never
@@ -33,6 +57,9 @@ struct CurlHTTPClient: Sendable {
     /// Plain HTTP too (the doctor's look at the local nginx); every outgoing call to a
     /// provider stays HTTPS only.
     var allowsPlainHTTP = false
+    /// Follow up to 5 redirects (the doctor meeting the site's 301 to HTTPS); calls to
+    /// providers never do.
+    var followsRedirects = false
 
     init(timeoutMilliseconds: Int, connectTimeoutMilliseconds: Int, caFile: String?) {
         self.timeoutMilliseconds = timeoutMilliseconds
@@ -59,7 +86,8 @@ struct CurlHTTPClient: Sendable {
         var ok = true
         ok = ok && ccurl_setopt_string(handle, CURLOPT_URL, url) == CURLE_OK
         ok = ok && ccurl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, allowsPlainHTTP ? "http,https" : "https") == CURLE_OK
-        ok = ok && ccurl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0) == CURLE_OK
+        ok = ok && ccurl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, followsRedirects ? 1 : 0) == CURLE_OK
+        if followsRedirects { ok = ok && ccurl_setopt_long(handle, CURLOPT_MAXREDIRS, 5) == CURLE_OK }
         ok = ok && ccurl_setopt_long(handle, CURLOPT_NOSIGNAL, 1) == CURLE_OK
         ok = ok && ccurl_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds) == CURLE_OK
         ok = ok && ccurl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, connectTimeoutMilliseconds) == CURLE_OK
@@ -88,13 +116,17 @@ struct CurlHTTPClient: Sendable {
         }
         var status = 0
         _ = ccurl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
-        var retryAfter: Int?
-        var header: UnsafeMutablePointer<curl_header>?
-        // origin 1 = CURLH_HEADER, request -1 = the last request.
-        if curl_easy_header(handle, "Retry-After", 0, 1, -1, &header) == CURLHE_OK, let header, let value = header.pointee.value {
-            retryAfter = Int(String(cString: value).trimmingSpaces)
+        func header(_ name: String) -> String? {
+            var header: UnsafeMutablePointer<curl_header>?
+            // origin 1 = CURLH_HEADER, request -1 = the last request.
+            guard curl_easy_header(handle, name, 0, 1, -1, &header) == CURLHE_OK, let header, let value = header.pointee.value else {
+                return nil
+            }
+            return String(cString: value)
         }
-        return HTTPClientResponse(status: status, body: sink.body, retryAfterSeconds: retryAfter.map { max(0, $0) })
+        let retryAfter = header("Retry-After").flatMap { Int($0.trimmingSpaces) }
+        return HTTPClientResponse(status: status, body: sink.body, retryAfterSeconds: retryAfter.map { max(0, $0) },
+                                  freshForSeconds: HTTPClientResponse.freshness(cacheControl: header("Cache-Control"), age: header("Age")))
     }
 
     /// The body collected by the write callback (one per call, used on the calling thread only).

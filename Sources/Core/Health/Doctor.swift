@@ -229,6 +229,7 @@ struct Doctor {
     func throughNginx(_ base: String) -> Check {
         var client = CurlHTTPClient(timeoutMilliseconds: 5_000, connectTimeoutMilliseconds: 2_000, caFile: nil)
         client.allowsPlainHTTP = true
+        client.followsRedirects = true
         let url = base.hasSuffix("/") ? base + "api/v1/health" : base + "/api/v1/health"
         do {
             let response = try client.get(url, headers: [])
@@ -246,9 +247,11 @@ struct Doctor {
     // MARK: - Keys and roots
 
     func tokenKeys(_ configuration: BillingConfiguration) -> Check {
+        if let url = configuration.auth.keysUrl { return issuerKeys(configuration, url: url) }
         guard let path = configuration.auth.keysFile else {
-            return Check(name: "token keys", ok: false, detail: "auth.keysFile is not set: every authenticated route answers 501",
-                         fix: "set auth.keysFile, auth.issuer and auth.audience")
+            return Check(name: "token keys", ok: false,
+                         detail: "neither auth.keysUrl nor auth.keysFile is set: every authenticated route answers 501",
+                         fix: "set auth.keysUrl (the issuer's published keys), auth.issuer and auth.audience")
         }
         do {
             let keys = try TokenKeySet.load(path: path)
@@ -266,6 +269,36 @@ struct Doctor {
                          + (expiries.isEmpty ? "" : ", valid until \(expiries.map(\.1).max()!.iso8601)"), fix: nil)
         } catch {
             return Check(name: "token keys", ok: false, detail: "\(error)", fix: "write a JSON {kid: PEM} map or a JWKS to \(path)")
+        }
+    }
+
+    /// `auth.keysUrl`: fetched once from here, and what the workers published of their own
+    /// key sets (age, fetches failing in a row).
+    func issuerKeys(_ configuration: BillingConfiguration, url: String) -> Check {
+        let directory = MetricsDirectory(path: configuration.server.metricsDirectory
+                                         ?? MetricsDirectory.beside(socketPath: configuration.admin.socket).path)
+        var ages: [Double] = [], failing: [String] = []
+        for snapshot in directory.readAll(now: now) {
+            for sample in snapshot.samples {
+                if sample.name == "billing_auth_keys_age_seconds" { ages.append(sample.value) }
+                if sample.name == "billing_auth_keys_consecutive_fetch_errors", sample.value > 0 {
+                    failing.append("\(snapshot.worker) (\(Int(sample.value)) in a row)")
+                }
+            }
+        }
+        let workers = ages.isEmpty ? "" : "; the workers' sets are at most \(Int(ages.max()!)) s old"
+        do {
+            let (keys, _, maxAge) = try TokenKeyStore.download(TokenKeyStore.Issuer(configuration.auth, url: url))
+            guard failing.isEmpty else {
+                return Check(name: "token keys", ok: false,
+                             detail: "\(url) answers \(keys.keys.count) key(s) here, but fetches fail in \(failing.joined(separator: ", "))\(workers)",
+                             fix: "read the workers' log (\"token keys not fetched\"): their network, auth.caFile, a proxy")
+            }
+            return Check(name: "token keys", ok: true,
+                         detail: "\(keys.keys.count) key(s) at \(url), fresh for \(maxAge) s\(workers)", fix: nil)
+        } catch {
+            return Check(name: "token keys", ok: false, detail: "\(error)\(workers) (the workers keep their last good keys)",
+                         fix: "check that this host reaches \(url) over HTTPS (DNS, firewall, auth.caFile)")
         }
     }
 

@@ -1,8 +1,17 @@
+import Synchronization
+
 /// Counters of what the domain layers decide (webhook outcomes, usage decisions, database
 /// errors and retries): one instance per process, made by the composition root and handed
 /// to whoever counts. Fixed label sets, so every counter is preallocated and counting is
 /// one relaxed atomic add (no lock, no allocation).
 final class BillingMetrics: Sendable {
+    /// Gauges that other parts of the process own (the token key set), read at publish time.
+    private let sources = Mutex<[@Sendable () -> [MetricSample]]>([])
+
+    /// Adds `source`'s samples to every publication of this process's metrics.
+    func addSource(_ source: @escaping @Sendable () -> [MetricSample]) {
+        sources.withLock { $0.append(source) }
+    }
 
     enum WebhookProvider: String, CaseIterable, Sendable {
         case revenuecat, apple
@@ -100,6 +109,7 @@ final class BillingMetrics: Sendable {
         samples.append(MetricSample("billing_db_retries_total", [:], Double(databaseRetries.current)))
         samples.append(MetricSample("billing_snapshot_cache_total", ["result": "hit"], Double(snapshotCacheHits.current)))
         samples.append(MetricSample("billing_snapshot_cache_total", ["result": "miss"], Double(snapshotCacheMisses.current)))
+        for source in sources.withLock({ $0 }) { samples += source() }
         return samples
     }
 }

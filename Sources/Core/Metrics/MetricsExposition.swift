@@ -119,7 +119,11 @@ enum MetricsExposition {
         Family(name: "billing_worker_busy_threads", type: "gauge", help: "Threads serving a request right now (the rest are idle in accept)."),
         Family(name: "billing_worker_requests_served_total", type: "counter", help: "Requests served since the worker process started."),
         Family(name: "billing_worker_start_time_seconds", type: "gauge", help: "Start time of the worker process, seconds since the epoch."),
-    ]
+        Family(name: "billing_auth_keys", type: "gauge", help: "ID-token signing keys in force (auth.keysUrl or auth.keysFile)."),
+        Family(name: "billing_auth_keys_age_seconds", type: "gauge", help: "Seconds since the key set in force was fetched from auth.keysUrl (or read from auth.keysFile)."),
+        Family(name: "billing_auth_keys_fetches_total", type: "counter", help: "Fetches of auth.keysUrl, by outcome (ok, error)."),
+        Family(name: "billing_auth_keys_consecutive_fetch_errors", type: "gauge", help: "Fetches of auth.keysUrl failed in a row since the last good one (the last good keys stay in force)."),
+    ] + ProcessStats.families
 
     private static func family(of sampleName: String) -> String {
         for suffix in ["_bucket", "_sum", "_count"] where sampleName.hasSuffix(suffix) {

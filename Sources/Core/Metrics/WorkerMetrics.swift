@@ -81,6 +81,7 @@ final class WorkerMetrics: Sendable {
         samples.append(MetricSample("billing_worker_busy_threads", [:], Double(busy.current)))
         samples.append(MetricSample("billing_worker_requests_served_total", [:], Double(served.current)))
         samples.append(MetricSample("billing_worker_start_time_seconds", [:], Double(startedAt.millisecondsSinceEpoch) / 1000))
+        samples += ProcessStats.samples(startedAt: startedAt)
         return samples
     }
 
