@@ -252,3 +252,45 @@ class ListAll(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TypedParameters(unittest.TestCase):
+    """`--name value` is read as the type the method declares (system.listMethods'
+    paramTypes), not guessed from the value: a digits-only idempotency key stays a string, a
+    grant id is an integer, a boolean is true or false, and a value that is not of its type
+    is refused before anything is sent."""
+
+    def grant(self, *extra):
+        user = str(uuid.uuid4())
+        rpc("users.import", {"users": [{"id": user, "createdAt": iso(time.time() - 86400)}], "actor": ACTOR})
+        return user, admin("--json", "grants.create", "--userId", user, "--tier", "pro", "--reason", "typed",
+                           "--actor", ACTOR, *extra)
+
+    def test_a_digits_only_idempotency_key_is_sent_as_a_string(self):
+        user, r = self.grant("--idempotencyKey", "123")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        grant = json.loads(r.stdout)
+        # The same key again is the same grant (idempotent), as a string key would be.
+        again = admin("--json", "grants.create", "--userId", user, "--tier", "pro", "--reason", "typed",
+                      "--actor", ACTOR, "--idempotencyKey", "123")
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertEqual(json.loads(again.stdout)["grantId"], grant["grantId"])
+        rows = sql("SELECT idempotency_key FROM billing_grants WHERE id = %d" % int(grant["grantId"]))
+        self.assertEqual(rows, [["123"]])
+
+    def test_an_integer_parameter_is_an_integer_and_a_word_is_refused_before_sending(self):
+        user, r = self.grant("--idempotencyKey", "k-" + str(uuid.uuid4()))
+        grant_id = json.loads(r.stdout)["grantId"]
+        bad = admin("grants.revoke", "--grantId", "seven", "--actor", ACTOR, "--reason", "typed", "--yes")
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("--grantId takes an integer", bad.stderr)
+        ok = admin("--json", "grants.revoke", "--grantId", str(grant_id), "--actor", ACTOR, "--reason", "typed", "--yes")
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+
+    def test_the_declared_types_are_listed(self):
+        r = admin("grants.create", "--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("idempotencyKey: string", r.stdout)
+        methods = {m["name"]: m for m in rpc("system.listMethods")["result"]}
+        self.assertEqual(methods["grants.revoke"]["paramTypes"]["grantId"], "integer")
+        self.assertEqual(methods["grandfather.applyCohort"]["paramTypes"]["dryRun"], "boolean")

@@ -33,7 +33,10 @@ extension RPCMethodRegistry where Context: SystemRPCContext {
                  params: "none") { request, context in
             try request.params.expectOnly()
             return .array(context.registry.methods.map { method in
-                ["name": .string(method.name), "summary": .string(method.summary), "params": .string(method.paramsHelp)]
+                var types = JSONObject()
+                for (name, type) in RPCParamType.parse(method.paramsHelp) { types[name] = .string(type.description) }
+                return ["name": .string(method.name), "summary": .string(method.summary), "params": .string(method.paramsHelp),
+                        "paramTypes": .object(types)]
             })
         }
     }
