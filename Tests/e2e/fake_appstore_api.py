@@ -55,6 +55,18 @@ def send_json(handler, status, body, headers):
     handler.wfile.write(data)
 
 
+def serve_https(handler, cert_file, key_file):
+    """A threading HTTPS server on 127.0.0.1 (a free port) with `handler`, serving from a
+    daemon thread: (server, port, thread)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, server.server_address[1], thread
+
+
 def _tls_files(directory):
     """A CA and a server certificate for 127.0.0.1 signed by it; returns (ca.pem, cert.pem, key.pem)."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -129,13 +141,7 @@ class FakeAppStoreAPI:
                 status, body, headers = fake.answer(self.path, self.headers.get("Authorization", ""))
                 send_json(self, status, body, headers)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert_file, key_file)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server, self.port, self.thread = serve_https(Handler, cert_file, key_file)
 
     def stop(self):
         self.server.shutdown()

@@ -18,7 +18,6 @@ import base64
 import datetime
 import http.server
 import json
-import ssl
 import threading
 import time
 
@@ -28,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import NameOID
 
-from fake_appstore_api import _tls_files, send_json
+from fake_appstore_api import _tls_files, send_json, serve_https
 
 
 def b64url(data):
@@ -124,13 +123,7 @@ class FakeKeyServer:
                                "Age": str(fake.age)}
                 send_json(self, 200, body, headers)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert_file, key_file)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server, self.port, self.thread = serve_https(Handler, cert_file, key_file)
 
     @property
     def url(self):

@@ -152,6 +152,44 @@ class Doctor(unittest.TestCase):
         self.assert_only_failing(checks, "token keys", status)
         self.assertIn("expires by", checks["token keys"]["detail"])
 
+    def test_token_keys_from_the_issuer_url(self):
+        from fake_key_server import FakeKeyServer, Key
+        server = FakeKeyServer(self.tmp)
+        self.addCleanup(server.stop)
+        server.publish(Key.rsa("doctor-1"), Key.rsa("doctor-2"), max_age=600)
+        config = self.write_config(lambda c: (c["auth"].pop("keysFile", None),
+                                              c["auth"].update(keysUrl=server.url, caFile=server.ca_file)))
+        status, checks, r = doctor(config)
+        self.assertEqual(status, 0, r.stdout)
+        self.assertRegex(checks["token keys"]["detail"], r"^2 key\(s\) at https://127\.0\.0\.1:\d+/keys, fresh for 600 s")
+        server.down = True
+        status, checks, _ = doctor(config)
+        self.assert_only_failing(checks, "token keys", status)
+        self.assertIn("HTTP 503", checks["token keys"]["detail"])
+
+    def test_the_doctor_follows_the_sites_redirect(self):
+        # A listener answering 301 to the stack's own nginx, as the production site's port 80 does.
+        import http.server
+        import threading
+
+        class Redirect(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(301)
+                self.send_header("Location", HTTP_BASE + self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        status, checks, r = doctor(url="http://127.0.0.1:%d" % server.server_address[1])
+        self.assertEqual(status, 0, r.stdout)
+        self.assertTrue(checks["through nginx"]["ok"], checks["through nginx"])
+
     def test_an_app_store_root_that_is_not_a_certificate(self):
         path = self.secret("root.der", "garbage", 0o644)
         status, checks, _ = doctor(self.write_config(lambda c: c.setdefault("apple", {}).update(trustedRootsFiles=[path])))

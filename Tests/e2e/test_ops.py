@@ -214,8 +214,8 @@ class ProductionFiles(unittest.TestCase):
         mapping = {
             "%i": instance,
             "${BILLING_CONFIG}": os.path.join(VAR_DIR, "billing.json"),
-            "/opt/fcgibilling/bin": BIN_DIR,
-            "/opt/fcgibilling/sql": os.path.join(REPO, "sql"),
+            "/usr/sbin": BIN_DIR,
+            "/usr/share/fcgibilling/sql": os.path.join(REPO, "sql"),
             "/run/fcgibilling-rpc": os.path.join(tmp, "run"),
             "/run/fcgibilling": os.path.join(tmp, "run"),
             "/var/log/fcgibilling-rpc": os.path.join(tmp, "log"),

@@ -37,6 +37,9 @@ VAR_DIR = os.environ["BILLING_VAR_DIR"]
 DB_PORT = int(os.environ["BILLING_DB_PORT"])
 DB_SOCKET = os.path.join(VAR_DIR, "run", "mariadb.sock")
 UNITS = "/lib/systemd/system"
+SQL_DIR = "/usr/share/fcgibilling/sql"
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+REPO_SQL = os.path.join(REPO, "sql")
 ADMIN_SOCKET = "/run/fcgibilling-rpc/billing-rpc.sock"
 SECRETS = ["db-password", "db-migrator-password", "revenuecat-webhook-secret"]
 STRANGER, OPERATOR = "billing-pkg-stranger", "billing-pkg-operator"
@@ -107,9 +110,16 @@ class InstalledFiles(unittest.TestCase):
 
     def test_every_owner_and_mode(self):
         expected = [
-            ("/opt/fcgibilling/bin/billing-fcgi", "root", "root", 0o755),
-            ("/opt/fcgibilling/bin/billing-rpc", "root", "root", 0o755),
-            ("/opt/fcgibilling/bin/billing-admin", "root", "root", 0o755),
+            ("/usr/sbin/billing-fcgi", "root", "root", 0o755),
+            ("/usr/sbin/billing-rpc", "root", "root", 0o755),
+            ("/usr/bin/billing-admin", "root", "root", 0o755),
+            ("/usr/share/fcgibilling/billing.json.example", "root", "root", 0o644),
+            ("/usr/share/man/man8/billing-fcgi.8.gz", "root", "root", 0o644),
+            ("/usr/share/man/man8/billing-rpc.8.gz", "root", "root", 0o644),
+            ("/usr/share/man/man1/billing-admin.1.gz", "root", "root", 0o644),
+            ("/usr/share/doc/fcgibilling/copyright", "root", "root", 0o644),
+            ("/usr/share/doc/fcgibilling/changelog.gz", "root", "root", 0o644),
+            ("/usr/share/doc/fcgibilling/operations.md", "root", "root", 0o644),
             ("/etc/fcgibilling", "root", "fcgibilling", 0o750),
             ("/etc/fcgibilling/billing.json", "root", "fcgibilling", 0o640),
             ("/etc/fcgibilling/secrets", "root", "root", 0o700),
@@ -126,8 +136,9 @@ class InstalledFiles(unittest.TestCase):
         expected += [(f"/etc/fcgibilling/secrets/{name}", "root", "root", 0o600) for name in SECRETS]
         expected += [(os.path.join(UNITS, unit), "root", "root", 0o644)
                      for unit in ["billing-fcgi@.service", "billing-fcgi@.socket", "billing-rpc.service"]]
-        expected += [(os.path.join("/opt/fcgibilling/sql", f), "root", "root", 0o644) for f in os.listdir("/opt/fcgibilling/sql")]
-        self.assertGreater(len(os.listdir("/opt/fcgibilling/sql")), 10)
+        expected += [(os.path.join(SQL_DIR, f), "root", "root", 0o644) for f in os.listdir(SQL_DIR)]
+        self.assertEqual(sorted(os.listdir(SQL_DIR)), sorted(f for f in os.listdir(REPO_SQL) if f.endswith(".sql")))
+        self.assertFalse(os.path.exists("/opt/fcgibilling"), "nothing under /opt (Debian policy: lintian dir-or-file-in-opt)")
         for path, user, group, mode in expected:
             with self.subTest(path=path):
                 self.assert_owned(path, user, group, mode)
@@ -148,24 +159,57 @@ class InstalledFiles(unittest.TestCase):
             self.assertLess(entry.pw_uid, 1000, "a system user")
             self.assertEqual(entry.pw_shell, "/usr/sbin/nologin")
 
+    def test_both_daemons_answer_the_package_version(self):
+        version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "fcgibilling"], capture_output=True, text=True,
+                                 check=True).stdout
+        for binary in ["billing-fcgi", "billing-rpc"]:
+            r = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, f"{binary} {version}"), r.stderr)
+
+    def test_every_library_dependency_is_versioned(self):
+        depends = subprocess.run(["dpkg-query", "-W", "-f", "${Depends}", "fcgibilling"], capture_output=True, text=True,
+                                 check=True).stdout
+        libraries = [d.strip() for d in depends.split(",") if d.strip().startswith("lib")]
+        self.assertGreaterEqual(len(libraries), 6, depends)
+        for dependency in libraries:
+            self.assertRegex(dependency, r"^\S+ \(>= [^)]+\)$", depends)
+
+    def test_logrotate_covers_every_log_directory(self):
+        r = subprocess.run(["logrotate", "--debug", "/etc/logrotate.d/fcgibilling"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        for directory in ["/var/log/fcgibilling", "/var/log/fcgibilling-rpc"]:
+            self.assertIn(f"considering log {directory}/*.log", r.stdout + r.stderr)
+
+    def test_the_site_serves_metrics_on_a_listener_of_its_own(self):
+        with open("/etc/nginx/sites-available/fcgibilling") as f:
+            site = f.read()
+        servers = re.split(r"\nserver \{", site)[1:]
+        metrics = [s for s in servers if "location = /metrics" in s]
+        self.assertEqual(len(metrics), 1, "one server block serves /metrics")
+        self.assertRegex(metrics[0], r"listen 127\.0\.0\.1:9464;")
+        self.assertRegex(metrics[0], r"deny all;")
+        public = [s for s in servers if "listen 443" in s]
+        self.assertEqual(len(public), 1)
+        self.assertNotIn("/metrics", public[0], "the public site does not serve /metrics")
+
     def test_binaries_start_and_link_only_debian_libraries(self):
         for binary in ["billing-fcgi", "billing-rpc"]:
-            path = f"/opt/fcgibilling/bin/{binary}"
+            path = f"/usr/sbin/{binary}"
             r = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=30)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("usage", r.stdout.lower())
             libs = subprocess.run(["ldd", path], capture_output=True, text=True, check=True).stdout
             self.assertNotIn("not found", libs)
             self.assertNotIn("swift", libs.lower(), "the Swift runtime is linked statically")
-        r = subprocess.run(["/usr/sbin/billing-admin", "--help"], capture_output=True, text=True, timeout=30)
+        r = subprocess.run(["/usr/bin/billing-admin", "--help"], capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_migrate_status_against_the_database(self):
         env = dict(os.environ, BILLING__database__socket=DB_SOCKET, BILLING__database__user="root",
                    BILLING__database__password="", BILLING__database__passwordFile=None)
         env = {k: v for k, v in env.items() if v is not None}
-        r = subprocess.run(["/opt/fcgibilling/bin/billing-rpc", "migrate", "--status", "--config", "/etc/fcgibilling/billing.json",
-                            "--sql-dir", "/opt/fcgibilling/sql"], capture_output=True, text=True, timeout=60, env=env)
+        # The packaged configuration and migrations are the defaults.
+        r = subprocess.run(["billing-rpc", "migrate", "--status"], capture_output=True, text=True, timeout=60, env=env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertRegex(r.stdout, r"0*11.*applied|up to date|applied", r.stdout)
 
@@ -205,6 +249,7 @@ class WhoMayReachWhat(unittest.TestCase):
         shutil.copy(os.path.join(VAR_DIR, "dev-token-keys.json"), keys)
         os.chmod(keys, 0o644)
         config["auth"]["keysFile"] = keys
+        config["auth"].pop("keysUrl", None)   # this machine reaches no issuer
         config["apple"] = {"trustedRootsFiles": []}
         cls.config = os.path.join(cls.tmp, "billing.json")
         with open(cls.config, "w") as f:
@@ -390,7 +435,7 @@ class WhoMayReachWhat(unittest.TestCase):
 
     def test_billing_admin_finds_the_installed_socket_by_itself(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
-        r = subprocess.run(["/usr/sbin/billing-admin", "--json", "system.health"], cwd="/", env=env,
+        r = subprocess.run(["billing-admin", "--json", "system.health"], cwd="/", env=env,
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)["database"]["status"], "ok")
