@@ -66,7 +66,7 @@ class Key:
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "securetoken.system.gserviceaccount.com")])
         cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(self.private.public_key())
                 .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
-                .not_valid_after(now + datetime.timedelta(days=14))
+                .not_valid_after(now + datetime.timedelta(days=30))
                 .sign(self.private, hashes.SHA256()))
         return cert.public_bytes(serialization.Encoding.PEM).decode()
 

@@ -11,8 +11,7 @@
   back, or the operator leaves the migrations to billing-rpc's start
   (FCGIBILLING_SKIP_MIGRATION=1 dpkg --configure -a).
 
-The broken build is the built .deb unpacked and repacked with one more migration (an ALTER
-of a table that does not exist) and a higher version: what a bad release would ship."""
+The broken build is debtools.repack_with_broken_migration: what a bad release would ship."""
 import glob
 import json
 import os
@@ -25,6 +24,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 from billing import sql, wait_until  # noqa: E402
+from debtools import repack_with_broken_migration  # noqa: E402
 
 VAR_DIR = os.environ["BILLING_VAR_DIR"]
 DB_PORT = int(os.environ["BILLING_DB_PORT"])
@@ -68,7 +68,7 @@ class UpgradeWithABrokenMigration(unittest.TestCase):
             f"GRANT ALL PRIVILEGES ON {SCRATCH_DB}.* TO 'billing_migrator'@'127.0.0.1';")
         shutil.copy(os.path.join(VAR_DIR, "secrets", "db-migrator-password"), MIGRATOR_SECRET)
         cls.write_config(port=DB_PORT)
-        cls.broken = cls.repack_with_broken_migration()
+        cls.broken, _ = repack_with_broken_migration(cls.deb, cls.tmp)
         cls.worker = None
 
     @classmethod
@@ -92,27 +92,6 @@ class UpgradeWithABrokenMigration(unittest.TestCase):
         config["database"].pop("socket", None)
         with open(CONFIG, "w") as f:
             json.dump(config, f)
-
-    @classmethod
-    def repack_with_broken_migration(cls):
-        root = os.path.join(cls.tmp, "broken")
-        subprocess.run(["dpkg-deb", "-R", cls.deb, root], check=True)
-        number = len(cls.sql_files) + 1
-        name = "%03d_broken.sql" % number
-        with open(os.path.join(root, "usr/share/fcgibilling/sql", name), "w") as f:
-            f.write("-- A release whose migration cannot apply.\nALTER TABLE no_such_table ADD COLUMN nothing INT;\n")
-        control = os.path.join(root, "DEBIAN", "control")
-        with open(control) as f:
-            text = f.read()
-        with open(control, "w") as f:
-            f.write(text.replace("Version: %s\n" % cls.version, "Version: %s+broken1\n" % cls.version))
-        with open(os.path.join(root, "DEBIAN", "md5sums"), "a") as f:
-            digest = subprocess.run(["md5sum", os.path.join(root, "usr/share/fcgibilling/sql", name)],
-                                    capture_output=True, text=True, check=True).stdout.split()[0]
-            f.write("%s  usr/share/fcgibilling/sql/%s\n" % (digest, name))
-        out = os.path.join(cls.tmp, "fcgibilling_%s+broken1.deb" % cls.version)
-        subprocess.run(["dpkg-deb", "--root-owner-group", "-b", root, out], check=True, capture_output=True)
-        return out
 
     def worker_health(self):
         env = dict(os.environ, REQUEST_METHOD="GET", REQUEST_URI="/api/v1/health", DOCUMENT_URI="/api/v1/health",
