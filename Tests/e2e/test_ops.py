@@ -11,8 +11,9 @@ import subprocess
 import tempfile
 import time
 import unittest
+import uuid
 
-from billing import REPO, VAR_DIR, request, rpc, script, wait_until, worker_pids
+from billing import REPO, VAR_DIR, request, rpc, script, sql, wait_until, worker_pids
 
 RUN = os.path.join(VAR_DIR, "run")
 LOG = os.path.join(VAR_DIR, "log")
@@ -70,6 +71,43 @@ class Metrics(unittest.TestCase):
         # Each family is declared once.
         types = re.findall(r"^# TYPE (\S+) ", text, re.M)
         self.assertEqual(len(types), len(set(types)))
+
+    def test_process_build_and_database_gauges(self):
+        time.sleep(1.1)
+        _, text = scrape()
+        version = subprocess.run([os.path.join(BIN_DIR, "billing-fcgi"), "--version"], capture_output=True, text=True,
+                                 check=True).stdout.split()[1]
+        for i in range(1, WORKERS + 1):
+            worker = f"worker-{i}"
+            self.assertEqual(sample(text, "billing_build_info", worker=worker, version=version), 1)
+            self.assertGreater(sample(text, "process_resident_memory_bytes", worker=worker), 1 << 20)
+            self.assertGreater(sample(text, "process_open_fds", worker=worker), 3)
+            self.assertGreater(sample(text, "process_start_time_seconds", worker=worker), 1_700_000_000)
+            self.assertIsNotNone(sample(text, "process_cpu_seconds_total", worker=worker))
+            # The stack's keys come from auth.keysFile: one key, its age since it was read.
+            self.assertEqual(sample(text, "billing_auth_keys", worker=worker), 1)
+            self.assertGreaterEqual(sample(text, "billing_auth_keys_age_seconds", worker=worker), 0)
+        self.assertEqual(sample(text, "billing_database_gauges_up"), 1)
+        open_rows = int(sql("SELECT COUNT(*) FROM billing_quarantine WHERE resolved_at IS NULL")[0][0])
+        self.assertEqual(sample(text, "billing_quarantine_open"), open_rows)
+        for provider in ["apple", "revenuecat"]:
+            self.assertGreaterEqual(sample(text, "billing_reconcile_lag_seconds", provider=provider), 0)
+        # One applied event, just received and a minute old: the lag is about that minute.
+        user = str(uuid.uuid4())
+        rpc("users.import", {"users": [{"id": user, "createdAt": "2024-01-01T00:00:00Z"}], "actor": "e2e-ops"})
+        secret = open(os.path.join(VAR_DIR, "secrets", "revenuecat-webhook-secret")).read().strip()
+        at = int(time.time() * 1000) - 60_000
+        event = {"event": {"id": f"lag-{time.time_ns()}", "type": "INITIAL_PURCHASE", "app_user_id": user,
+                           "original_app_user_id": user, "aliases": [user], "product_id": "com.example.pro.monthly",
+                           "entitlement_ids": ["pro"], "period_type": "NORMAL", "purchased_at_ms": at,
+                           "expiration_at_ms": at + 30 * 86_400_000, "environment": "PRODUCTION", "store": "APP_STORE",
+                           "event_timestamp_ms": at, "transaction_id": f"lag-{time.time_ns()}",
+                           "original_transaction_id": f"lag-{time.time_ns()}"}}
+        r = request("POST", "/api/v1/billing/webhooks/revenuecat", event, {"Authorization": secret})
+        self.assertEqual(r.status, 200, r)
+        _, text = scrape()
+        self.assertGreaterEqual(sample(text, "billing_ingestion_lag_seconds"), 59)
+        self.assertLess(sample(text, "billing_ingestion_lag_seconds"), 600)
 
     def test_webhook_outcomes_are_counted(self):
         _, before = scrape()

@@ -106,7 +106,8 @@ public enum WorkerApp {
         let metrics = WorkerMetrics(worker: WorkerMetrics.workerName(socketPath: socket), threads: serverOptions.pool.threads,
                                     routes: router.patterns + [MetricsRoute.path], startedAt: services.clock.now(),
                                     domain: services.metrics)
-        router.get(MetricsRoute.path, MetricsRoute.handler(own: metrics, directory: directory, clock: services.clock))
+        router.get(MetricsRoute.path, MetricsRoute.handler(own: metrics, directory: directory, clock: services.clock,
+                                                           database: { $0.database }))
         let publisher = MetricsPublisher(metrics: metrics, directory: directory, clock: services.clock)
         // Before the publisher thread exists, so it inherits the mask and no signal is
         // delivered to it (the process skeleton blocks them again; that is harmless).

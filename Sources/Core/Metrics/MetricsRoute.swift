@@ -4,13 +4,20 @@
 enum MetricsRoute {
     static let path = "/metrics"
 
-    static func handler<Context: RequestContextProtocol>(own: WorkerMetrics, directory: MetricsDirectory,
-                                                         clock: any BillingClock) -> RouteHandler<Context> {
-        { _, _ in
+    /// `database`: the connection of the thread serving the scrape, for `DatabaseGauges`
+    /// (nil: those gauges are left out).
+    static func handler<Context: RequestContextProtocol>(own: WorkerMetrics, directory: MetricsDirectory, clock: any BillingClock,
+                                                         database: @escaping @Sendable (Context) -> DatabaseConnection? = { _ in nil })
+        -> RouteHandler<Context> {
+        { _, context in
             let now = clock.now()
             var snapshots = directory.readAll(now: now).filter { $0.worker != own.worker }
             snapshots.append(own.snapshot(now: now))
-            var response = HTTPResponse(status: .ok, body: Array(MetricsExposition.render(snapshots).utf8))
+            var text = MetricsExposition.render(snapshots)
+            if let db = database(context) {
+                text += MetricsExposition.render(DatabaseGauges.samples(db, now: now), families: DatabaseGauges.families)
+            }
+            var response = HTTPResponse(status: .ok, body: Array(text.utf8))
             response.headers["Content-Type"] = MetricsExposition.contentType
             response.headers["Cache-Control"] = "no-store"
             return response
