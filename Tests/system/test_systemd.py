@@ -35,6 +35,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "package"))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+from billing import wait_until  # noqa: E402
 from debtools import deb_version, repack_with_broken_migration  # noqa: E402
 from fake_key_server import Key  # noqa: E402
 
@@ -44,15 +45,6 @@ WORK = os.environ["FCGIBILLING_SYSTEM_DIR"]
 SHARED = "/mnt/fcgibilling"          # inside: WORK/shared, bound read-only
 HOST = "billing.example.com"          # the site's server_name
 ISSUER, AUDIENCE = "https://issuer.fcgibilling.test", "fcgibilling-system"
-
-
-def wait_until(predicate, seconds, interval=0.2):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 class Container:
