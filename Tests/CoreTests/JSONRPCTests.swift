@@ -392,6 +392,7 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
     @Test func listMethodsIncludesEveryMethodSorted() {
         let result = reply(#"{"jsonrpc":"2.0","method":"system.listMethods","id":1}"#, registry: systemRegistry())?["result"]
         #expect(result?.arrayValue?.compactMap { $0["name"]?.stringValue } == ["grants.create", "system.health", "system.listMethods"])
-        #expect(result?[0] == ["name": "grants.create", "summary": "Grant a tier", "params": "{userId, tier}"])
+        #expect(result?[0] == ["name": "grants.create", "summary": "Grant a tier", "params": "{userId, tier}",
+                                "paramTypes": ["userId": "string", "tier": "string"]])
     }
 }
