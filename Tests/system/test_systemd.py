@@ -55,7 +55,10 @@ class Container:
              "--boot", "--console=passive", "--bind-ro=%s:%s" % (shared, SHARED)],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         self.pid = None
-        assert wait_until(self.find_init, 30), "no systemd in the container"
+        if not wait_until(self.find_init, 30):
+            self.process.kill()
+            self.process.wait(30)
+            raise AssertionError("no systemd in the container: %s" % open(self.log.name).read()[-2000:])
 
     def find_init(self):
         """The container's PID 1, seen from here: a process whose NSpid ends in 1 under nspawn."""
@@ -122,16 +125,20 @@ class SystemdInstall(unittest.TestCase):
         with open(os.path.join(cls.shared, "token-keys.json"), "w") as f:
             json.dump({cls.key.kid: cls.key.certificate_pem()}, f)
         cls.box = Container(cls.root, cls.shared)
-        # Until systemd answers on its bus (the first calls may come before it listens).
-        states = []
+        try:
+            # Until systemd answers on its bus (the first calls may come before it listens).
+            states = []
 
-        def booted():
-            r = cls.box.run("systemctl is-system-running --wait", check=False, timeout=120)
-            states.append((r.stdout + r.stderr).strip())
-            return r.stdout.strip() in ("running", "degraded")
-        assert wait_until(booted, 90, interval=1), states[-3:]
-        failed = cls.box.run("systemctl --failed --no-legend --plain", check=False).stdout.strip()
-        print("container booted (%s)%s" % (states[-1], "; failed units: " + failed if failed else ""), file=sys.stderr)
+            def booted():
+                r = cls.box.run("systemctl is-system-running --wait", check=False, timeout=120)
+                states.append((r.stdout + r.stderr).strip())
+                return r.stdout.strip() in ("running", "degraded")
+            assert wait_until(booted, 90, interval=1), states[-3:]
+            failed = cls.box.run("systemctl --failed --no-legend --plain", check=False).stdout.strip()
+            print("container booted (%s)%s" % (states[-1], "; failed units: " + failed if failed else ""), file=sys.stderr)
+        except BaseException:
+            cls.box.stop()   # unittest skips tearDownClass when setUpClass fails
+            raise
 
     @classmethod
     def tearDownClass(cls):
