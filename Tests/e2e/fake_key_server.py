@@ -9,8 +9,10 @@ end-to-end tests of `auth.keysUrl` (SPEC §3):
   https://www.googleapis.com/oauth2/v3/certs.
 
 Answers carry `Cache-Control: public, max-age=N, must-revalidate, no-transform` and `Age`,
-as Google's do. `publish(key, ...)` replaces the set; `down` answers 503 to everything (or
-`refuse`: the port stops accepting). Every request's time is in `requests`.
+as Google's do. `publish(key, ...)` replaces the set; `down` answers 503 to everything;
+`body` answers those bytes with 200 (a truncated or keyless document); `hang_seconds` sleeps
+before answering (beyond the client's timeout); `stop()` stops listening. Every request's
+time is in `requests`.
 
 Keys are made here (`Key.rsa()`, `Key.ec()`) and sign tokens (`Key.token(claims)`), RS256
 or ES256, with `cryptography`. TLS uses a CA of its own (`ca_file`, for `auth.caFile`)."""
@@ -100,6 +102,8 @@ class FakeKeyServer:
         self.max_age = 3600
         self.age = 0
         self.down = False
+        self.body = None          # bytes answered with 200 instead of the keys (a broken answer)
+        self.hang_seconds = 0     # sleep before answering (a timeout)
         self.requests = []
         fake = self
 
@@ -112,6 +116,13 @@ class FakeKeyServer:
             def do_GET(self):
                 with fake.lock:
                     fake.requests.append(time.monotonic())
+                    hang = fake.hang_seconds
+                if hang:
+                    time.sleep(hang)
+                with fake.lock:
+                    if fake.body is not None:
+                        send_json(self, 200, fake.body, {"Cache-Control": "public, max-age=%d" % fake.max_age})
+                        return
                     if fake.down:
                         send_json(self, 503, {"error": "unavailable"}, {})
                         return

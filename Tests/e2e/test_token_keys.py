@@ -6,8 +6,10 @@ with Apple (a JWKS) do. What must hold, with no file written and no signal sent:
 
 - a token signed by a key first published at the URL verifies;
 - a key the issuer stopped publishing is refused once the cached set lapses (max-age);
-- the key server down (503, or not listening) keeps the last good keys: no 5xx, tokens of
-  those keys still verify, the failures are counted and the key set's age grows;
+- the key server down (503, or not listening), a malformed answer (truncated JSON, an empty
+  set, an unreadable certificate, HTML) or one slower than the timeout keeps the last good
+  keys: no 5xx, tokens of those keys still verify, the failures are counted and the key
+  set's age grows;
 - a token naming an unknown kid fetches at most once per `auth.keysMinRefreshSeconds`,
   however many such tokens arrive;
 - a worker that starts while the key server is down serves 401 (never 5xx) and takes the
@@ -169,6 +171,26 @@ class IssuerKeys(unittest.TestCase):
             warnings = [json.loads(line) for line in f if '"token keys not fetched' in line]
         self.assertTrue(warnings, "the failed fetches are logged")
         self.assertTrue(all("BEGIN CERTIFICATE" not in json.dumps(w) for w in warnings))
+
+    def test_a_malformed_or_slow_answer_keeps_the_last_good_keys(self):
+        key = self.make_key("kept")
+        self.server.publish(key, max_age=1)
+        worker = self.start()
+        self.assertServes(worker, key)
+        failed = lambda: worker.samples().get("billing_auth_keys_fetches_total{outcome=error}", 0)
+        for broken in [b'{"keys": [', b'{"keys": []}', b'{"k1": "not a certificate"}', b"<html>503</html>"]:
+            before = failed()
+            self.server.body = broken
+            self.assertTrue(wait_until(lambda: failed() > before, 15), broken)
+            self.assertServes(worker, key, "after the answer %r" % broken)
+        self.server.body = None
+        # An answer slower than auth.keysTimeoutSeconds (2 s here): a timeout, keys kept.
+        self.server.hang_seconds = 4
+        before = failed()
+        self.assertTrue(wait_until(lambda: failed() > before, 20))
+        self.assertServes(worker, key, "after a timed-out fetch")
+        self.assertEqual(worker.samples()["billing_auth_keys"], 1)
+        self.server.hang_seconds = 0
 
     def test_unknown_kids_fetch_at_most_once_per_interval(self):
         key = self.make_key("steady")

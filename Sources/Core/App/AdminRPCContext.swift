@@ -48,9 +48,5 @@ struct AdminRPCContext: RPCContextProtocol, AccessRPCContext, EventRPCContext, S
     var reportingCurrency: String { services.configuration.reporting.currency }
     var bindingPolicy: BillingConfiguration.Binding.Policy { services.configuration.binding.policy }
     var reconcile: ReconcileService? { services.reconcile }
-    var metricsDirectory: MetricsDirectory {
-        let configuration = services.configuration
-        return MetricsDirectory(path: configuration.server.metricsDirectory
-                                ?? MetricsDirectory.beside(socketPath: configuration.admin.socket).path)
-    }
+    var metricsDirectory: MetricsDirectory { MetricsDirectory.of(services.configuration) }
 }

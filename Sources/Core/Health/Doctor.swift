@@ -215,8 +215,7 @@ struct Doctor {
     // MARK: - Processes
 
     func workers(_ configuration: BillingConfiguration) -> Check {
-        let directory = MetricsDirectory(path: configuration.server.metricsDirectory
-                                         ?? MetricsDirectory.beside(socketPath: configuration.admin.socket).path)
+        let directory = MetricsDirectory.of(configuration)
         let live = directory.readAll(now: now)
         guard !live.isEmpty else {
             return Check(name: "workers", ok: false, detail: "no worker published its state in \(directory.path) lately",
@@ -275,8 +274,7 @@ struct Doctor {
     /// `auth.keysUrl`: fetched once from here, and what the workers published of their own
     /// key sets (age, fetches failing in a row).
     func issuerKeys(_ configuration: BillingConfiguration, url: String) -> Check {
-        let directory = MetricsDirectory(path: configuration.server.metricsDirectory
-                                         ?? MetricsDirectory.beside(socketPath: configuration.admin.socket).path)
+        let directory = MetricsDirectory.of(configuration)
         var ages: [Double] = [], failing: [String] = []
         for snapshot in directory.readAll(now: now) {
             for sample in snapshot.samples {

@@ -26,13 +26,15 @@ enum DatabaseGauges {
             }
             let open = try db.queryOne("SELECT COUNT(*) AS open FROM billing_quarantine WHERE resolved_at IS NULL")
             samples.append(MetricSample("billing_quarantine_open", [:], Double(try open?.int64("open") ?? 0)))
+            var due: [String: Timestamp] = [:]
+            for row in try db.query("""
+                SELECT provider, MIN(next_attempt_at) AS due FROM billing_reconcile_state GROUP BY provider
+                """) {
+                due[try row.string("provider")] = try row.optionalTimestamp("due")
+            }
             for provider in ["apple", "revenuecat"] {
-                let row = try db.queryOne("""
-                    SELECT MIN(next_attempt_at) AS due FROM billing_reconcile_state WHERE provider = \(provider)
-                    """)
-                let due = try row?.optionalTimestamp("due")
                 samples.append(MetricSample("billing_reconcile_lag_seconds", ["provider": provider],
-                                            due.map { max(0, seconds(now, since: $0)) } ?? 0))
+                                            due[provider].map { max(0, seconds(now, since: $0)) } ?? 0))
             }
             return samples
         } catch {

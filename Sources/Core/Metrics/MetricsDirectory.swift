@@ -20,6 +20,12 @@ struct MetricsDirectory: Sendable {
         return MetricsDirectory(path: (directory.isEmpty ? "" : directory) + "/metrics")
     }
 
+    /// The directory billing-rpc and the doctor read: `server.metricsDirectory`, else the
+    /// default beside the admin socket.
+    static func of(_ configuration: BillingConfiguration) -> MetricsDirectory {
+        configuration.server.metricsDirectory.map(MetricsDirectory.init(path:)) ?? beside(socketPath: configuration.admin.socket)
+    }
+
     func file(for worker: String) -> String { "\(path)/\(worker).json" }
 
     /// Creates the directory (mode 0750) when missing.
