@@ -84,9 +84,37 @@ import Testing
         let outer: JSON = ["notificationType": "DID_RENEW", "notificationUUID": "uuid-2", "signedDate": .int(1_780_000_100_000),
                            "data": ["bundleId": "com.example.fcgibilling", "environment": "Production", "appAppleId": 1234567,
                                     "signedTransactionInfo": .string(try ca.sign(AppleTestCA.transaction(), chain: "b"))]]
-        #expect(throws: AppleVerificationError(.untrustedChain, "unable to get local issuer certificate")) {
+        // The nested failure carries the notification's identity (one quarantine row per notification).
+        var expected = AppleVerificationError(.untrustedChain, "unable to get local issuer certificate")
+        expected.notificationUUID = "uuid-2"
+        expected.notificationType = "DID_RENEW"
+        #expect(throws: expected) {
             _ = try AppleDelivery.notification(signedPayload: try ca.sign(outer), verifier: try ca.verifier(),
                                                catalog: AppleTestCA.catalog, idPattern: pattern, now: now)
+        }
+    }
+
+    /// SPEC §19: Apple-signed data that is no notification is its own refusal (400, never
+    /// quarantined); a notification failing a setting names itself.
+    @Test func signedDataThatIsNoNotificationIsRefusedAsSuch() throws {
+        let ca = try AppleTestCA.load()
+        let v = try ca.verifier()
+        for payload: JSON in [AppleTestCA.transaction(), ["originalTransactionId": "1", "signedDate": .int(1_780_000_000_000),
+                                                          "environment": "Production"],
+                              ["notificationUUID": "u", "signedDate": .int(1_780_000_000_000)]] {
+            #expect(throws: AppleVerificationError(.notANotification, "no notificationType or notificationUUID")) {
+                _ = try v.verifyNotification(try ca.sign(payload), now: now)
+            }
+        }
+        let foreign: JSON = ["notificationType": "DID_RENEW", "notificationUUID": "uuid-3", "signedDate": .int(1_780_000_100_000),
+                             "data": ["bundleId": "com.example.other", "environment": "Production"]]
+        let signed = try ca.sign(foreign)
+        do {
+            _ = try v.verifyNotification(signed, now: now)
+            Issue.record("a foreign bundle verified")
+        } catch {
+            #expect(error.reason == .bundleMismatch && error.isSettingMismatch)
+            #expect(error.notificationUUID == "uuid-3" && error.notificationType == "DID_RENEW")
         }
     }
 

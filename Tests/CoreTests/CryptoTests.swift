@@ -50,8 +50,29 @@ import Testing
         #expect(Base64.encode(bytes) == "+/+//g==")
         #expect(Base64URL.encode(bytes) == "-_-__g")
         #expect(try Base64URL.decode("-_-__g") == bytes)
-        #expect(try Base64URL.decode("-_-__g==") == bytes)
+        #expect(throws: CryptoError.self) { try Base64URL.decode("-_-__g==") }
         #expect(try Base64.decode("+/+//g==") == bytes)
+    }
+
+    /// One value, one spelling (SPEC §19): every other spelling of the same bytes is refused.
+    @Test func base64URLAcceptsTheCanonicalFormOnly() throws {
+        for length in 0..<40 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            let canonical = Base64URL.encode(bytes)
+            #expect(try Base64URL.decode(canonical) == bytes)
+            for padding in ["=", "=="] {
+                #expect(throws: CryptoError.self, "\(canonical)\(padding)") { try Base64URL.decode(canonical + padding) }
+            }
+            guard canonical.utf8.count % 4 != 0, let last = canonical.utf8.last else { continue }
+            // Every other last character that decodes to the same bytes (spare bits set).
+            let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+            let spare: UInt8 = canonical.utf8.count % 4 == 2 ? 0x0f : 0x03
+            let value = UInt8(alphabet.firstIndex(of: last)!)
+            for other in 1...spare {
+                let variant = String(decoding: Array(canonical.utf8.dropLast()) + [alphabet[Int(value | other)]], as: UTF8.self)
+                #expect(throws: CryptoError.self, "\(variant)") { try Base64URL.decode(variant) }
+            }
+        }
     }
 
     @Test func base64RejectsInvalidInput() {

@@ -11,8 +11,9 @@ import Testing
 /// Each inbox mixes every kind that counts and some that do not, both statuses that count
 /// and two that do not, trials, twins of one period from two channels (same period key),
 /// events at the same instant (the id decides), at the edges of both periods and outside
-/// them, prices positive, zero, negative and missing in three currencies, and ids that
-/// MariaDB's padding collation takes for one subscription ("S1" and "S1 ").
+/// them, prices positive, zero, negative and missing in three currencies, and ids that differ
+/// only by a trailing space ("S1" and "S1 "): two subscriptions, as the no-pad collation
+/// compares them (migration 017, SPEC §19).
 @Suite struct StatsCountsRuleTests {
     static let from = Timestamp(iso8601: "2026-03-01T00:00:00Z")!
     static let to = Timestamp(iso8601: "2026-04-01T00:00:00Z")!

@@ -18,10 +18,12 @@ from appstoreserverlibrary.models.Environment import Environment
 from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier
 
 import appstore as A
-from billing import VAR_DIR, request
+from billing import VAR_DIR, request, sql_string
 
 CA = os.path.join(VAR_DIR, "testca")
 DAY = 86400_000
+# The order n of the P-256 group: (r, n - s) verifies wherever (r, s) does.
+P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 TOKEN_ISSUER = "https://dev-token.fcgibilling.invalid"
 TOKEN_AUDIENCE = "fcgibilling-dev"
 
@@ -521,7 +523,7 @@ class Quarantine(unittest.TestCase):
         `events.retryQuarantined` after the fix; a re-delivery counts, it adds no row."""
         import hashlib
         a = A.load_chain(CA, "a")
-        jws = a.sign(A.notification_payload(a, "TEST", bundle="com.example.another-app"))
+        jws = a.sign(A.notification_payload(a, "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED", bundle="com.example.another-app"))
         for _ in range(3):
             r = post_notification(jws)
             self.assertEqual(r.status, 422, r)
@@ -529,6 +531,72 @@ class Quarantine(unittest.TestCase):
         rows = db(f"SELECT reason, deliveries, resolved_at, LENGTH(payload) FROM billing_quarantine "
                   f"WHERE payload_sha256 = '{hashlib.sha256(jws.encode()).hexdigest()}'")
         self.assertEqual(rows, [["bundle_mismatch", "3", "NULL", str(len(jws))]])
+
+    def test_encoding_variants_of_one_notification_are_one_quarantine_row(self):
+        """SPEC §19: one genuine mis-configured notification, then 60 other spellings of it —
+        padding, non-zero spare bits, the standard alphabet, and the high-S twin of its
+        ECDSA signature (which verifies) in every spelling — leave exactly one row: base64url
+        is canonical only, and the quarantine keeps one row per notificationUUID."""
+        a = A.load_chain(CA, "a")
+        payload = A.notification_payload(a, "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_ENABLED", bundle="com.example.variants")
+        jws = a.sign(payload)
+        header, body, signature = jws.split(".")
+        raw = base64.urlsafe_b64decode(signature + "==")
+        r_, s_ = int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big")
+        high_s = A.b64url(r_.to_bytes(32, "big") + (P256_ORDER - s_).to_bytes(32, "big"))
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+        def spellings(segment):
+            out = [segment + "=" * (-len(segment) % 4), segment + "=", segment + "==", segment + "===",
+                   segment.replace("-", "+").replace("_", "/")]
+            if len(segment) % 4:
+                spare = 0x0F if len(segment) % 4 == 2 else 0x03
+                value = alphabet.index(segment[-1])
+                spare_bits = [segment[:-1] + alphabet[value | bits] for bits in range(1, spare + 1)]
+                out += spare_bits + [x + "=" * (-len(x) % 4) for x in spare_bits]
+            return [x for x in out if x != segment]
+
+        variants = [f"{header}.{body}.{high_s}"]
+        variants += [f"{header}.{body}.{sig}" for sig in spellings(signature) + spellings(high_s)]
+        variants += [f"{h}.{body}.{signature}" for h in spellings(header)]
+        variants += [f"{header}.{b}.{signature}" for b in spellings(body)]
+        variants = list(dict.fromkeys(v for v in variants if v != jws))[:60]
+        self.assertEqual(len(variants), 60)
+        before = int(db("SELECT COUNT(*) FROM billing_quarantine")[0][0])
+        first = post_notification(jws)
+        self.assertEqual((first.status, first.json()["error"]["code"]), (422, "bundle_mismatch"), first)
+        codes = {}
+        for variant in variants:
+            r = post_notification(variant)
+            self.assertEqual(r.status, 422, r)
+            codes[r.json()["error"]["code"]] = codes.get(r.json()["error"]["code"], 0) + 1
+        self.assertLessEqual(set(codes), {"bundle_mismatch", "malformed_jws", "bad_signature"}, codes)
+        self.assertEqual(codes["bundle_mismatch"], 1, "only the high-S twin verifies")
+        uuid_ = sql_string(payload["notificationUUID"])
+        self.assertEqual(db(f"SELECT COUNT(*), MAX(deliveries) FROM billing_quarantine WHERE provider_event_id = {uuid_}"),
+                         [["1", "2"]])
+        self.assertEqual(int(db("SELECT COUNT(*) FROM billing_quarantine")[0][0]), before + 1)
+
+    def test_apple_signed_data_that_is_no_notification_is_400_and_not_stored(self):
+        """A transaction or renewal-info JWS posted to the webhook verifies, but is no
+        notification: 400 not_a_notification, never quarantined (SPEC §19)."""
+        a = A.load_chain(CA, "a")
+        before = int(db("SELECT COUNT(*) FROM billing_quarantine")[0][0])
+        for signed in [a.sign(A.transaction_payload(bundle="com.example.another-app")),
+                       a.sign(A.renewal_payload("2000000000000001")), a.sign(A.transaction_payload())]:
+            r = post_notification(signed)
+            self.assertEqual(r.status, 400, r)
+            self.assertEqual(r.json()["error"]["code"], "not_a_notification", r)
+        self.assertEqual(int(db("SELECT COUNT(*) FROM billing_quarantine")[0][0]), before)
+
+    def test_a_test_notification_failing_a_setting_is_refused_and_not_stored(self):
+        """Anyone with an app of his own can have Apple sign TEST notifications at will:
+        one failing a setting has nothing to re-run and is not kept."""
+        a = A.load_chain(CA, "a")
+        before = int(db("SELECT COUNT(*) FROM billing_quarantine")[0][0])
+        r = post_notification(a.sign(A.notification_payload(a, "TEST", bundle="com.example.someone-else")))
+        self.assertEqual((r.status, r.json()["error"]["code"]), (422, "bundle_mismatch"), r)
+        self.assertEqual(int(db("SELECT COUNT(*) FROM billing_quarantine")[0][0]), before)
 
     def test_bodies_that_are_not_a_compact_jws_are_refused_and_not_quarantined(self):
         """Anyone can post to the webhook: what is not even `{"signedPayload": "<compact JWS>"}`

@@ -287,11 +287,26 @@ class ProductionFiles(unittest.TestCase):
             self.assertFalse(os.path.exists(snapshot))
 
     def test_rpc_unit_migrates_then_serves(self):
-        [pre] = exec_lines("billing-rpc.service", "ExecStartPre")
+        """billing-rpc.service requires the migrate oneshot, which holds the migrator's
+        credential; the daemon's own unit names only the runtime account's (SPEC §19)."""
+        self.assertEqual(exec_lines("billing-rpc.service", "ExecStartPre"), [])
+        self.assertEqual(exec_lines("billing-rpc.service", "Requires"), ["fcgibilling-migrate.service"])
+        self.assertIn("fcgibilling-migrate.service", exec_lines("billing-rpc.service", "After")[0])
+        self.assertEqual(exec_lines("billing-rpc.service", "LoadCredential"), ["db-password:/etc/fcgibilling/secrets/db-password"])
+        with open(os.path.join(REPO, "deploy", "systemd", "billing-rpc.service")) as f:
+            settings = "".join(line for line in f if not line.startswith("#"))
+        self.assertNotIn("migrator", settings)
+        self.assertEqual(exec_lines("fcgibilling-migrate.service", "LoadCredential"),
+                         ["db-migrator-password:/etc/fcgibilling/secrets/db-migrator-password"])
+        [pre] = exec_lines("fcgibilling-migrate.service", "ExecStart")
         [start] = exec_lines("billing-rpc.service", "ExecStart")
         with tempfile.TemporaryDirectory() as tmp:
             os.makedirs(os.path.join(tmp, "run")); os.makedirs(os.path.join(tmp, "log"))
-            migrated = subprocess.run(self.command(pre, tmp), capture_output=True, text=True, timeout=60)
+            env = dict(os.environ)
+            for assignment in exec_lines("fcgibilling-migrate.service", "Environment"):
+                name, value = assignment.split("=", 1)
+                env[name] = value.replace("%d", os.path.join(VAR_DIR, "secrets"))
+            migrated = subprocess.run(self.command(pre, tmp), capture_output=True, text=True, timeout=60, env=env)
             self.assertEqual(migrated.returncode, 0, migrated.stderr)
             self.assertIn("up to date", migrated.stdout)
             sock = os.path.join(tmp, "run", "billing-rpc.sock")
@@ -319,18 +334,31 @@ class ProductionFiles(unittest.TestCase):
         site = open(os.path.join(REPO, "deploy", "nginx", "fcgibilling.conf")).read()
         template = open(os.path.join(REPO, "nginx", "nginx.conf.template")).read()
         # The same error pages and retry rules as the dev/test configuration.
-        for rule in ["fastcgi_next_upstream error timeout non_idempotent;", "max_fails=0",
-                     "error_page 413 = @payload_too_large;", "error_page 502 = @bad_gateway;",
-                     "error_page 504 = @gateway_timeout;", "location = /metrics", "allow 127.0.0.1;"]:
+        for rule in ["fastcgi_next_upstream error timeout non_idempotent;", "max_fails=0", "location = /metrics",
+                     "allow 127.0.0.1;"]:
             self.assertIn(rule, site)
             self.assertIn(rule, template)
+        # nginx's own errors: one file both include (SPEC §19), every status nginx answers itself.
+        self.assertIn("include /etc/nginx/fcgibilling_errors.conf;", site)
+        self.assertIn("include @REPO_DIR@/nginx/fcgibilling_errors.conf;", template)
+        errors = open(os.path.join(REPO, "nginx", "fcgibilling_errors.conf")).read()
+        for status in [400, 403, 404, 405, 413, 414, 429, 494, 500, 501, 502, 503, 504]:
+            self.assertRegex(errors, r"(?m)^error_page %d (=\d+ )?/_errors/\w+;" % status)
+        for matcher, body in re.findall(LOCATION, errors, re.M):
+            self.assertIn("internal;", body, matcher)
+            self.assertIn("default_type application/json;", body, matcher)
+            self.assertRegex(body, r"return \d{3} '\{\"error\":\{\"code\":\"\w+\",\"message\":", matcher)
+        # Connections per client address (SPEC §19): the same zones and limits in both files.
+        for rule in ["limit_conn_zone $billing_limit_key zone=billing_conn_api:10m;",
+                     "limit_conn_zone $billing_limit_key zone=billing_conn_webhooks:2m;", "limit_conn_status 429;"]:
+            self.assertIn(rule, site)
+            self.assertIn(rule, template)
+        self.assertEqual(re.findall(r"limit_conn (\w+ \d+);", site), re.findall(r"limit_conn (\w+ \d+);", template))
         # The same rate limits (docs/operations.md, "Rate limits"): zones, rates, the 429 page.
         for rule in ["limit_req_zone $billing_limit_key zone=billing_api:10m rate=20r/s;",
                      "limit_req_zone $billing_limit_key zone=billing_webhooks:2m rate=200r/s;",
                      "limit_req_zone $billing_limit_key zone=billing_health:2m rate=20r/s;",
-                     "default  $binary_remote_addr;", "limit_req_status 429;", "error_page 429 = @rate_limited;",
-                     "add_header Retry-After 1 always;",
-                     "return 429 '{\"error\":{\"code\":\"rate_limited\",\"message\":"]:
+                     "default  $binary_remote_addr;", "limit_req_status 429;"]:
             self.assertIn(rule, site)
             self.assertIn(rule, template)
         # Every API location is limited, by the same zone and burst in both files, and sets no
@@ -343,9 +371,11 @@ class ProductionFiles(unittest.TestCase):
                 if "/api/v1" in matcher:
                     settings = [line.strip() for line in body.split(";") if "fastcgi_" in line]
                     self.assertEqual(settings, ["fastcgi_pass billing_workers"], matcher)
-        # add_header in the 429 page replaces the server's: HSTS is repeated there.
-        [page] = [body for matcher, body in re.findall(LOCATION, site, re.M) if matcher == "@rate_limited"]
-        self.assertIn('add_header Strict-Transport-Security "max-age=63072000" always;', page)
+        # add_header in the 429 and 503 pages replaces the server's: HSTS is repeated there.
+        for name in ["= /_errors/rate_limited", "= /_errors/unavailable"]:
+            [page] = [body for matcher, body in re.findall(LOCATION, errors, re.M) if matcher == name]
+            self.assertIn("add_header Retry-After 1 always;", page)
+            self.assertIn('add_header Strict-Transport-Security "max-age=63072000" always;', page)
         # Only the dev/test file exempts an address, and only 127.0.0.1 (the load tools').
         self.assertEqual(geo_entries(site), ["default 1"])
         self.assertEqual(geo_entries(template), ["default 1", "127.0.0.1/32 0"])
@@ -356,6 +386,7 @@ class ProductionFiles(unittest.TestCase):
             site = (site.replace("/etc/ssl/fcgibilling/fullchain.pem", f"{tmp}/c.pem")
                     .replace("/etc/ssl/fcgibilling/privkey.pem", f"{tmp}/k.pem")
                     .replace("/etc/nginx/fcgibilling_fastcgi_params.conf", os.path.join(REPO, "nginx", "fastcgi_params.conf"))
+                    .replace("/etc/nginx/fcgibilling_errors.conf", os.path.join(REPO, "nginx", "fcgibilling_errors.conf"))
                     .replace("/var/log/nginx/", f"{tmp}/logs/"))
             open(f"{tmp}/site.conf", "w").write(site)
             open(f"{tmp}/nginx.conf", "w").write(

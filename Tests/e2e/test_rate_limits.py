@@ -8,10 +8,13 @@ The zones' bursts are read from the rendered nginx.conf, and every burst sent is
 while a test runs, which only ever lets a few more requests through."""
 import os
 import re
+import socket
+import time
 import unittest
+import urllib.parse
 import uuid
 
-from billing import VAR_DIR, request, script
+from billing import HTTP_BASE, VAR_DIR, request, script, wait_until
 
 LIMITED = "127.0.0.2"   # any loopback address but 127.0.0.1
 
@@ -121,6 +124,49 @@ class RateLimits(unittest.TestCase):
         # The same burst from another address is cut short.
         before, limited = self.until_limited("GET", "/api/v1/billing/access", headers=self.auth, bound=sent)
         self.assertRateLimitedEnvelope(limited)
+
+
+def conn_limit(zone):
+    """The per-address connection limit of ZONE, the same in every location that uses it."""
+    found = set(re.findall(r"limit_conn\s+%s\s+(\d+)" % re.escape(zone), config()))
+    assert len(found) == 1, (zone, found)
+    return int(found.pop())
+
+
+class ConnectionLimits(unittest.TestCase):
+    """SPEC §19: slow clients from one address cannot hold all of nginx's connections. Each
+    slow client sends a POST's headers and never its body: nginx counts it in the location's
+    connection zone while it waits. The next request from that address is 429 in the error
+    envelope; another address is served; the webhooks keep their own allowance; and once the
+    slow clients go, the address is served again."""
+    SLOW = "127.0.0.4"
+    OTHER = "127.0.0.5"
+
+    def slow_client(self, path):
+        url = urllib.parse.urlsplit(HTTP_BASE)
+        s = socket.create_connection((url.hostname, url.port), timeout=10, source_address=(self.SLOW, 0))
+        s.sendall((f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                   "Content-Length: 1000\r\n\r\n{").encode())
+        return s
+
+    def test_one_address_holding_its_connections_is_refused_while_another_is_served(self):
+        limit = conn_limit("billing_conn_api")
+        self.assertGreater(conn_limit("billing_conn_webhooks"), limit)
+        held = [self.slow_client("/api/v1/billing/paywall-events") for _ in range(limit)]
+        try:
+            # nginx has read every held request's headers before the next one is refused.
+            self.assertTrue(wait_until(lambda: send("GET", "/api/v1/ping", source=self.SLOW).status == 429, 5),
+                            "no 429 with every connection held")
+            refused = send("GET", "/api/v1/billing/plans", source=self.SLOW)
+            self.assertEqual(refused.status, 429, refused)
+            self.assertEqual(refused.json()["error"]["code"], "rate_limited", refused)
+            self.assertEqual(send("GET", "/api/v1/ping", source=self.OTHER).status, 200)
+            hook = send("POST", "/api/v1/billing/webhooks/revenuecat", source=self.SLOW, body={"event": {}})
+            self.assertEqual(hook.status, 401, hook)   # the webhooks' own allowance: reached the worker
+        finally:
+            for s in held:
+                s.close()
+        self.assertTrue(wait_until(lambda: send("GET", "/api/v1/ping", source=self.SLOW).status == 200, 5))
 
 
 if __name__ == "__main__":

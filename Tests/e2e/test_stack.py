@@ -1,9 +1,12 @@
 """End to end through nginx and the real processes: routing, limits, rolling restarts,
 the database going away and coming back, and the admin socket's isolation."""
+import json
 import os
+import socket
 import threading
 import time
 import unittest
+import urllib.parse
 
 from billing import (HTTP_BASE, REPO, RPC_SOCKET, VAR_DIR, request, rpc, script, wait_until,
                      worker_pids)
@@ -53,6 +56,49 @@ class HealthAndRouting(unittest.TestCase):
                     headers={"Content-Type": "application/json"})
         self.assertEqual(r.status, 413, r)
         self.assertEqual(r.json()["error"]["code"], "payload_too_large")
+
+
+def raw_exchange(data, timeout=5):
+    """Sends bytes as they are on a fresh connection; returns (status, body) of nginx's answer."""
+    url = urllib.parse.urlsplit(HTTP_BASE)
+    with socket.create_connection((url.hostname, url.port), timeout=timeout) as s:
+        s.sendall(data)
+        chunks = []
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body
+
+
+class NginxErrorsAreJSON(unittest.TestCase):
+    """SPEC §19: every error nginx answers by itself is the API's JSON envelope, not HTML."""
+    def assertEnvelope(self, status, body, expected_status, code):
+        self.assertEqual(status, expected_status, body)
+        self.assertEqual(json.loads(body)["error"]["code"], code, body)
+
+    def test_each_status_nginx_answers_itself(self):
+        long_uri = "/api/v1/health?" + "a" * 20000
+        cases = [
+            ("malformed request line", b"GARBAGE\r\n\r\n", 400, "bad_request"),
+            ("malformed header", b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n", 400, "bad_request"),
+            ("HTTP/1.1 without Host", b"GET /api/v1/health HTTP/1.1\r\n\r\n", 400, "bad_request"),
+            ("URI over the limit", f"GET {long_uri} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(), 414, "uri_too_long"),
+            ("header over the limit", ("GET /api/v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: " + "a" * 20000
+                                       + "\r\n\r\n").encode(), 431, "header_too_large"),
+            ("TRACE", b"TRACE /api/v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 405, "method_not_allowed"),
+            ("unknown transfer coding", b"POST /api/v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                        b"Transfer-Encoding: gzip\r\n\r\n", 501, "not_implemented"),
+            ("an error page asked for directly", b"GET /_errors/bad_request HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+             404, "not_found"),
+            ("no worker behind /_raw (the bench's responder, not running)",
+             b"GET /_raw HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 502, "bad_gateway"),
+        ]
+        for name, data, status, code in cases:
+            with self.subTest(case=name):
+                self.assertEnvelope(*raw_exchange(data), status, code)
 
 
 class AdminSocket(unittest.TestCase):

@@ -131,11 +131,13 @@ class InstalledFiles(unittest.TestCase):
             ("/usr/lib/tmpfiles.d/fcgibilling.conf", "root", "root", 0o644),
             ("/etc/nginx/sites-available/fcgibilling", "root", "root", 0o644),
             ("/etc/nginx/fcgibilling_fastcgi_params.conf", "root", "root", 0o644),
+            ("/etc/nginx/fcgibilling_errors.conf", "root", "root", 0o644),
             ("/etc/logrotate.d/fcgibilling", "root", "root", 0o644),
         ]
         expected += [(f"/etc/fcgibilling/secrets/{name}", "root", "root", 0o600) for name in SECRETS]
         expected += [(os.path.join(UNITS, unit), "root", "root", 0o644)
-                     for unit in ["billing-fcgi@.service", "billing-fcgi@.socket", "billing-rpc.service"]]
+                     for unit in ["billing-fcgi@.service", "billing-fcgi@.socket", "billing-rpc.service",
+                                  "fcgibilling-migrate.service"]]
         expected += [(os.path.join(SQL_DIR, f), "root", "root", 0o644) for f in os.listdir(SQL_DIR)]
         self.assertEqual(sorted(os.listdir(SQL_DIR)), sorted(f for f in os.listdir(REPO_SQL) if f.endswith(".sql")))
         self.assertFalse(os.path.exists("/opt/fcgibilling"), "nothing under /opt (Debian policy: lintian dir-or-file-in-opt)")
@@ -214,7 +216,7 @@ class InstalledFiles(unittest.TestCase):
         self.assertRegex(r.stdout, r"0*11.*applied|up to date|applied", r.stdout)
 
     def test_units_verify_and_their_exposure_is_at_most_2(self):
-        units = [os.path.join(UNITS, u) for u in ["billing-fcgi@.socket", "billing-rpc.service"]]
+        units = [os.path.join(UNITS, u) for u in ["billing-fcgi@.socket", "billing-rpc.service", "fcgibilling-migrate.service"]]
         # A template is verified through an instance.
         with tempfile.TemporaryDirectory() as tmp:
             for name in ["billing-fcgi@.service", "billing-fcgi@.socket"]:
@@ -223,7 +225,7 @@ class InstalledFiles(unittest.TestCase):
                                 os.path.join(tmp, "billing-fcgi@1.socket")], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertNotRegex(r.stdout + r.stderr, r"(?i)unknown|invalid|fail|not executable", r.stdout + r.stderr)
-        for unit in ["billing-fcgi@.service", "billing-rpc.service"]:
+        for unit in ["billing-fcgi@.service", "billing-rpc.service", "fcgibilling-migrate.service"]:
             r = subprocess.run(["systemd-analyze", "security", "--offline=true", "--no-pager", os.path.join(UNITS, unit)],
                                capture_output=True, text=True, timeout=60)
             m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout)

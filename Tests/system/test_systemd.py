@@ -199,6 +199,27 @@ PY
         b.run("systemctl enable --now billing-rpc.service billing-fcgi@1.socket billing-fcgi@2.socket")
         b.run("nginx -t && systemctl reload nginx")
         self.assertEqual(b.run("systemctl is-active billing-rpc.service").stdout.strip(), "active")
+        # Its start ran the migrator unit, which found nothing to do.
+        self.assertEqual(b.run("systemctl show -p Result --value fcgibilling-migrate.service").stdout.strip(), "success")
+        self.assertIn("up to date", b.run("journalctl --no-pager -u fcgibilling-migrate.service").stdout)
+
+    def test_2b_no_running_daemon_holds_the_migrators_password(self):
+        """SPEC §19: the migrator's credential is the oneshot migrate unit's only."""
+        b = self.box
+        migrator = b.run("cat /etc/fcgibilling/secrets/db-migrator-password").stdout.strip()
+        self.assertTrue(migrator)
+        self.assertEqual(b.run("ls /run/credentials/billing-rpc.service").stdout.split(), ["db-password"])
+        self.assertNotIn("fcgibilling-migrate.service", b.run("ls /run/credentials").stdout.split(),
+                         "the oneshot's credentials are gone with it")
+        for unit in ["billing-rpc.service", "billing-fcgi@1.service"]:
+            pid = b.run("systemctl show -p MainPID --value %s" % unit).stdout.strip()
+            if pid == "0":
+                continue   # a worker not started by a connection yet
+            environ = b.run("tr '\\0' '\\n' </proc/%s/environ" % pid).stdout
+            self.assertNotIn(migrator, environ, unit)
+            self.assertNotIn("migrator", environ, unit)
+            fds = b.run("ls -l /proc/%s/fd" % pid).stdout
+            self.assertNotIn("migrator", fds, unit)
 
     def test_3_serves_through_nginx_by_socket_activation(self):
         self.assertTrue(wait_until(self.health_ok, 30), self.curl("/api/v1/health"))

@@ -21,6 +21,12 @@ extension RPCMethodRegistry where Context: AccessRPCContext {
             let now = context.clock.now()
             let cadence = context.catalog.cadence(of:)
             return try db.readOnlySnapshot { db -> JSON in
+                if try db.queryOne("SELECT 1 AS known FROM billing_users WHERE id = \(userId)") == nil,
+                   let erasedAt = try UserErasure.erasedAt(userId, on: db) {
+                    // Erased (SPEC §19): nothing of him is left to show but that.
+                    return ["user": ["userId": .string(userId), "deleted": true, "deletedAt": .string(erasedAt.iso8601)],
+                            "snapshot": .null, "store": [], "grants": [], "campaigns": []]
+                }
                 guard let user = try db.queryOne("SELECT created_at, source, deleted_at FROM billing_users WHERE id = \(userId)"),
                       var snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db) else {
                     throw BillingError.notFound("user", ["userId": .string(userId)])
@@ -34,6 +40,7 @@ extension RPCMethodRegistry where Context: AccessRPCContext {
                     "snapshot": snapshot.json,
                     "user": ["userId": .string(userId), "createdAt": .string(try user.timestamp("created_at").iso8601),
                              "source": .string(try user.string("source")),
+                             "deleted": .bool(try user.optionalTimestamp("deleted_at") != nil),
                              "deletedAt": JSON(try user.optionalTimestamp("deleted_at")?.iso8601)],
                     "store": .array(subscriptions.map { $0.adminJSON(at: now) }),
                     "grants": .array(overlays.grants),

@@ -35,6 +35,7 @@ extension BillingError: APIErrorConvertible, RPCErrorConvertible {
         case .notFound: return .notFound(message)
         case .idempotencyMismatch: return .conflict(message, code: "idempotency_conflict")
         case .conflict: return .conflict(message)
+        case .userDeleted: return .gone(message, code: "user_deleted")
         case .invalidParams: return .badRequest(message)
         case .databaseRequired, .unavailable: return .unavailable()
         }

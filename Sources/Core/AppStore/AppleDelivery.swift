@@ -41,17 +41,24 @@ struct AppleDelivery: Sendable {
         var renewal: AppleRenewalInfo?
         let dataEnvironment = AppleSignedDataVerifier.notificationEnvironment(outer)
         if let dataValue = r.value("data"), case .object(var data) = dataValue {
-            if let jws = data["signedTransactionInfo"]?.stringValue {
-                let payload = try verifier.verifyTransaction(jws, now: now)
-                transaction = try AppleTransactionInfo.decode(payload)
-                data["signedTransactionInfo"] = nil
-                data["transactionInfo"] = payload
-            }
-            if let jws = data["signedRenewalInfo"]?.stringValue {
-                let payload = try verifier.verifyRenewalInfo(jws, now: now)
-                renewal = try AppleRenewalInfo.decode(payload)
-                data["signedRenewalInfo"] = nil
-                data["renewalInfo"] = payload
+            do {
+                if let jws = data["signedTransactionInfo"]?.stringValue {
+                    let payload = try verifier.verifyTransaction(jws, now: now)
+                    transaction = try AppleTransactionInfo.decode(payload)
+                    data["signedTransactionInfo"] = nil
+                    data["transactionInfo"] = payload
+                }
+                if let jws = data["signedRenewalInfo"]?.stringValue {
+                    let payload = try verifier.verifyRenewalInfo(jws, now: now)
+                    renewal = try AppleRenewalInfo.decode(payload)
+                    data["signedRenewalInfo"] = nil
+                    data["renewalInfo"] = payload
+                }
+            } catch var error as AppleVerificationError {
+                // A nested JWS failing a setting is this notification's mismatch (one quarantine row).
+                error.notificationUUID = uuid
+                error.notificationType = type
+                throw error
             }
             if case .object(var object) = stored { object["data"] = .object(data); stored = .object(object) }
         }

@@ -1,10 +1,12 @@
 /// App Store notifications whose signature verified but that failed a setting (bundle id,
 /// app id, environment: `AppleVerificationError.isSettingMismatch`), kept in
 /// `billing_quarantine` so an operator who fixes the setting can re-run them (SPEC §5, §13).
-/// Only the `signedPayload` is stored; rows are deduplicated by its SHA-256 (a re-delivery
-/// counts, it adds no row) and bounded in rows (`maxOpenRows`) and bytes (`maxOpenBytes`)
-/// of unresolved rows: beyond either, a new delivery is refused and logged, and Apple keeps
-/// retrying it.
+/// Only the `signedPayload` is stored; rows are deduplicated by the notification's verified
+/// `notificationUUID` (`provider_event_id`, a unique key: whatever the spelling of its JWS —
+/// an equivalent signature —, one notification is one row, SPEC §19) and by the body's
+/// SHA-256; a re-delivery counts, it adds no row. Unresolved rows are bounded in rows
+/// (`maxOpenRows`) and bytes (`maxOpenBytes`): beyond either, a new delivery is refused and
+/// logged, and Apple keeps retrying it.
 enum AppleQuarantine {
     static let maxOpenRows = 10_000
     static let maxOpenBytes: Int64 = 64 << 20
@@ -16,9 +18,11 @@ enum AppleQuarantine {
         let body = Array(signedPayload.utf8)
         let hash = SHA256.hexHash(body)
         let detail = error.detail.map { String($0.prefix(255)) }
+        let notification = error.notificationUUID.map { $0.utf8Prefix(191) }
         return try db.transaction(retries: 3) { db -> UInt64? in
             if let row = try db.queryOne("""
-                SELECT id FROM billing_quarantine WHERE provider = \(provider.rawValue) AND payload_sha256 = \(hash) FOR UPDATE
+                SELECT id FROM billing_quarantine WHERE provider = \(provider.rawValue)
+                  AND (payload_sha256 = \(hash) OR provider_event_id = \(notification)) ORDER BY id LIMIT 1 FOR UPDATE
                 """) {
                 let id = try row.uint64("id")
                 try db.execute("""
@@ -35,8 +39,9 @@ enum AppleQuarantine {
                 return nil
             }
             let inserted = try db.execute("""
-                INSERT INTO billing_quarantine (provider, reason, reason_detail, payload_sha256, payload, received_at, last_received_at)
-                VALUES (\(provider.rawValue), \(error.reason.rawValue), \(detail), \(hash), \(body), \(now), \(now))
+                INSERT INTO billing_quarantine (provider, provider_event_id, reason, reason_detail, payload_sha256, payload,
+                  received_at, last_received_at)
+                VALUES (\(provider.rawValue), \(notification), \(error.reason.rawValue), \(detail), \(hash), \(body), \(now), \(now))
                 ON DUPLICATE KEY UPDATE deliveries = deliveries + 1, last_received_at = VALUES(last_received_at)
                 """)
             return inserted.lastInsertID

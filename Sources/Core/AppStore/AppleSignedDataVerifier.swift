@@ -94,19 +94,31 @@ struct AppleSignedDataVerifier: Sendable {
     static let notificationSections = ["data", "summary", "externalPurchaseToken", "appData"]
 
     /// A notification's `signedPayload`: signature; then, since any Apple-signed JWS would
-    /// pass that far, it must be a notification (`notificationType` and `notificationUUID`:
-    /// a transaction or renewal-info JWS is refused as malformed and never stored); then
-    /// the app identity and environment of its section (SPEC §15): `data`, `summary` and
-    /// `appData` carry `bundleId`, `appAppleId` and `environment`; `externalPurchaseToken`
-    /// carries no environment (an `externalPurchaseId` starting with `SANDBOX` is a sandbox
-    /// token, as Apple's library decides). A section of a later type, unknown here, is
-    /// checked the same way when it names a bundle id; a notification naming no app at all
-    /// is refused as a bundle mismatch, as Apple's library refuses it.
+    /// pass that far, it must be a notification (`notificationType` and `notificationUUID`
+    /// strings: a transaction or renewal-info JWS is refused as `not_a_notification`, 400,
+    /// and never stored); then the app identity and environment of its section (SPEC §15):
+    /// `data`, `summary` and `appData` carry `bundleId`, `appAppleId` and `environment`;
+    /// `externalPurchaseToken` carries no environment (an `externalPurchaseId` starting with
+    /// `SANDBOX` is a sandbox token, as Apple's library decides). A section of a later type,
+    /// unknown here, is checked the same way when it names a bundle id; a notification naming
+    /// no app at all is refused as a bundle mismatch, as Apple's library refuses it. A
+    /// setting mismatch carries the notification's identity (`notificationUUID`, type).
     func verifyNotification(_ jws: String, now: Timestamp) throws(AppleVerificationError) -> JSON {
         let payload = try verifySignedData(jws, now: now)
-        guard payload["notificationType"]?.stringValue != nil, payload["notificationUUID"]?.stringValue != nil else {
-            throw AppleVerificationError(.malformed, "not a notification payload")
+        guard let uuid = payload["notificationUUID"]?.stringValue, let type = payload["notificationType"]?.stringValue else {
+            throw AppleVerificationError(.notANotification, "no notificationType or notificationUUID")
         }
+        do {
+            try checkNotificationApp(payload)
+        } catch var error {
+            error.notificationUUID = uuid
+            error.notificationType = type
+            throw error
+        }
+        return payload
+    }
+
+    private func checkNotificationApp(_ payload: JSON) throws(AppleVerificationError) {
         let known = Self.notificationSections.lazy.compactMap { name in payload[name]?.objectValue.map { (name, $0) } }.first
         let later = payload.objectValue?.lazy.compactMap { member -> (String, JSONObject)? in
             guard let object = member.value.objectValue, object["bundleId"] != nil else { return nil }
@@ -124,7 +136,6 @@ struct AppleSignedDataVerifier: Sendable {
             guard section["appAppleId"]?.int64Value == appAppleId else { throw AppleVerificationError(.appAppleIdMismatch) }
         }
         try checkEnvironment(environment.map(JSON.string))
-        return payload
     }
 
     /// The environment a verified notification payload is of (as `verifyNotification` read it).

@@ -24,6 +24,9 @@ struct AppleVerificationError: Error, Sendable, Equatable, CustomStringConvertib
         case environmentNotAccepted = "environment_not_accepted"
         /// No trusted root is configured.
         case notConfigured = "not_configured"
+        /// Signed by Apple, but no notification (no `notificationType`/`notificationUUID`: a
+        /// transaction or renewal-info JWS posted to the webhook): 400, never stored.
+        case notANotification = "not_a_notification"
     }
 
     /// The signature and chain verified under a configured root, but the data failed one of
@@ -40,6 +43,10 @@ struct AppleVerificationError: Error, Sendable, Equatable, CustomStringConvertib
     let reason: Reason
     /// Short server-written explanation (e.g. OpenSSL's verify error string); never payload text.
     let detail: String?
+    /// For a setting mismatch of a notification: its verified `notificationUUID` and
+    /// `notificationType` (the quarantine keeps one row per notification, SPEC §19).
+    var notificationUUID: String?
+    var notificationType: String?
 
     init(_ reason: Reason, _ detail: String? = nil) {
         self.reason = reason

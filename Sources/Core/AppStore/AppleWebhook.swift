@@ -11,8 +11,11 @@
 /// (`outcome="rejected"`), and **never stored**: the route is public, and no setting can make
 /// such a delivery verify. A delivery whose signature verified but that fails one of this
 /// server's settings (bundle id, app id, environment) is answered 422 with the reason and kept
-/// in the quarantine (its `signedPayload` only), to be re-run with `events.retryQuarantined`
-/// once the setting is fixed.
+/// in the quarantine (its `signedPayload` only, one row per `notificationUUID`), to be re-run
+/// with `events.retryQuarantined` once the setting is fixed; a TEST notification is not kept
+/// (nothing to re-run). Apple-signed data that is no notification (a transaction or renewal
+/// info) is 400 `not_a_notification`, never stored. JWS segments are canonical base64url
+/// only, so one signed payload has one spelling (SPEC §19).
 enum AppleWebhook {
     static func handle(_ request: HTTPRequest, _ context: some AppStoreRouteContext) throws -> HTTPResponse {
         guard let verifier = context.appleVerifier else {
@@ -30,8 +33,9 @@ enum AppleWebhook {
         do {
             delivery = try AppleDelivery.notification(signedPayload: signedPayload, verifier: verifier, catalog: context.catalog.products,
                                                       idPattern: context.idPattern, now: now)
-        } catch let error as AppleVerificationError where error.isSettingMismatch {
-            // Signed by Apple, refused by one of our settings: kept for a re-run once it is fixed.
+        } catch let error as AppleVerificationError where error.isSettingMismatch && error.notificationType != "TEST" {
+            // Signed by Apple, refused by one of our settings: kept for a re-run once it is
+            // fixed (a TEST notification has nothing to re-run: refused, not stored).
             let quarantined = try AppleQuarantine.record(provider: .appleNotification, signedPayload: signedPayload,
                                                          error: error, now: now, on: db)
             throw refused(error, quarantined: quarantined, context)
@@ -85,6 +89,9 @@ enum AppleWebhook {
                                                    "quarantine.id": quarantined.map { .int(Int64($0)) } ?? .null])
         context.metrics.webhook(.apple, quarantined == nil ? .rejected : .quarantined)
         context.outcome = quarantined == nil ? "rejected" : "quarantined"
+        if let error = error as? AppleVerificationError, error.reason == .notANotification {
+            return APIError.badRequest("the signed payload is not a notification", code: reason.rawValue)
+        }
         if error is AppleVerificationError {
             return APIError.unprocessable("the signed payload was refused: \(reason.rawValue)", code: reason.rawValue)
         }

@@ -43,7 +43,8 @@ struct VerifiedIDToken: Sendable, Equatable {
 /// Verifies app ID tokens (SPEC §3): RS256 or ES256 only, the key chosen by `kid` and of the
 /// algorithm's own type (an RSA key never verifies an ES256 token, nor the reverse; HS* and
 /// `none` are refused before any key is looked at); `iss`, `aud`, `exp`, `nbf`, `iat`
-/// checked with `leewaySeconds`; `sub` a non-empty id of at most 128 bytes.
+/// checked with `leewaySeconds`; `sub` a well-formed user id (`UserIdPattern.isWellFormed`:
+/// 1…128 bytes, no control character, no whitespace at either end).
 struct IDTokenVerifier: Sendable {
     /// The keys in force, reloaded without a restart (`TokenKeyStore`).
     let keyStore: TokenKeyStore
@@ -132,8 +133,7 @@ struct IDTokenVerifier: Sendable {
         case .array(let auds)? where auds.contains(.string(audience)): break
         default: throw AuthError(.wrongAudience)
         }
-        guard let sub = claims["sub"]?.stringValue, !sub.isEmpty, sub.utf8.count <= 128,
-              !sub.utf8.contains(where: { $0 < 0x20 }) else { throw AuthError(.invalidSubject) }
+        guard let sub = claims["sub"]?.stringValue, UserIdPattern.isWellFormed(sub) else { throw AuthError(.invalidSubject) }
         return SignedClaims(subject: sub, issuer: iss, expiresAt: exp, notBefore: nbf, issuedAt: iat)
     }
 

@@ -26,13 +26,21 @@ final class UserIdPattern: @unchecked Sendable {
         regex.deallocate()
     }
 
-    /// True for an id of 1…128 bytes that matches the pattern and is not a RevenueCat
-    /// anonymous id (those never name a user, whatever the pattern).
+    /// True for a well-formed id (`isWellFormed`) that matches the pattern and is not a
+    /// RevenueCat anonymous id (those never name a user, whatever the pattern).
     func matches(_ id: String) -> Bool {
-        guard !id.isEmpty, id.utf8.count <= 128, !id.hasPrefix("$RCAnonymousID:"), !id.utf8.contains(0) else {
-            return false
-        }
+        guard Self.isWellFormed(id), !id.hasPrefix("$RCAnonymousID:") else { return false }
         return regexec(regex, id, 0, nil, 0) == 0
+    }
+
+    /// What any user id must be, whatever `users.idPattern` says (SPEC §19): 1…128 bytes, no
+    /// control character anywhere (C0, DEL, C1), no whitespace at either end. So an id never
+    /// differs from another only by invisible bytes an issuer, a log or a terminal would
+    /// drop, and `"<id> "` never names `<id>`'s rows.
+    static func isWellFormed(_ id: String) -> Bool {
+        guard !id.isEmpty, id.utf8.count <= 128, let first = id.unicodeScalars.first, let last = id.unicodeScalars.last,
+              !first.properties.isWhitespace, !last.properties.isWhitespace else { return false }
+        return !id.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
     static let uuid = UserIdPattern(BillingConfiguration.Users.uuidPattern)!

@@ -17,7 +17,10 @@ enum Base64 {
     }
 }
 
-/// base64url without padding (RFC 4648 §5, `-_`), as JOSE (JWS, JWT) uses it.
+/// base64url without padding (RFC 4648 §5, `-_`), as JOSE (JWS, JWT) uses it. Decoding
+/// accepts the canonical form only (RFC 7515 §2, RFC 4648 §3.5): no `=`, and the spare low
+/// bits of a last partial quantum zero. So one value has one spelling, and a signed token
+/// cannot be re-spelled into a distinct string that still verifies (SPEC §19).
 enum Base64URL {
     /// Unpadded base64url.
     static func encode(_ bytes: some Collection<UInt8>) -> String {
@@ -30,18 +33,41 @@ enum Base64URL {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Accepts missing (or correct) padding; rejects `+`, `/`, whitespace and anything else
-    /// outside the URL-safe alphabet.
+    /// Canonical unpadded base64url only: rejects `=`, non-zero spare bits, `+`, `/`,
+    /// whitespace and anything else outside the URL-safe alphabet.
     static func decode(_ text: String) throws(CryptoError) -> [UInt8] {
-        try Base64Codec.decode(Array(text.utf8), urlSafe: true, operation: "base64url decode")
+        try decode(Array(text.utf8))
     }
 
     static func decode(_ bytes: some Collection<UInt8>) throws(CryptoError) -> [UInt8] {
-        try Base64Codec.decode(Array(bytes), urlSafe: true, operation: "base64url decode")
+        let chars = Array(bytes)
+        guard chars.last != UInt8(ascii: "=") else { throw CryptoError.invalidEncoding("base64url decode", "padding") }
+        let decoded = try Base64Codec.decode(chars, urlSafe: true, operation: "base64url decode")
+        // The last character of a partial quantum carries 4 (2 bytes short) or 2 (1 byte
+        // short) bits the output does not hold: canonical when they are zero.
+        if let last = chars.last, chars.count % 4 != 0 {
+            let spare: UInt8 = chars.count % 4 == 2 ? 0x0f : 0x03
+            guard let value = Base64Codec.value(last, urlSafe: true), value & spare == 0 else {
+                throw CryptoError.invalidEncoding("base64url decode", "non-zero spare bits")
+            }
+        }
+        return decoded
     }
 }
 
 enum Base64Codec {
+    /// The 6-bit value of one alphabet character.
+    static func value(_ c: UInt8, urlSafe: Bool) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): return c - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): return c - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "-") where urlSafe, UInt8(ascii: "+") where !urlSafe: return 62
+        case UInt8(ascii: "_") where urlSafe, UInt8(ascii: "/") where !urlSafe: return 63
+        default: return nil
+        }
+    }
+
     static func encode(_ bytes: some Collection<UInt8>) -> String {
         guard !bytes.isEmpty else { return "" }
         precondition(bytes.count <= Int(Int32.max) / 4 * 3 - 3, "base64 input too large for EVP_EncodeBlock")

@@ -118,6 +118,16 @@ enum EventIngestion {
             status = subject == nil ? .unmatched : .applied
         }
 
+        // An erased id is never a candidate, and the payload does not keep it (SPEC §19): the
+        // event waits for nobody of his.
+        var payload = payload
+        var erased: Set<String> = []
+        if status == .unmatched || event.kind == .transfer {
+            erased = try UserErasure.erased((subjectCandidates + event.transferredFrom + event.transferredTo).filter { !known.contains($0) }, on: db)
+            if !erased.isEmpty { payload = payload.scrubbed(identities: erased) }
+        }
+        let waiting = { (ids: [String]) in ids.filter { !known.contains($0) && !erased.contains($0) } }
+
         guard let eventId = try EventInbox.insert(event, payload: payload, userId: status == .unmatched ? nil : owner,
                                                   status: status, statusReason: reason, receivedAt: now, on: db) else {
             return Outcome(duplicate: true, status: nil, eventId: nil, users: [])
@@ -128,8 +138,8 @@ enum EventIngestion {
         case .applied where event.kind == .transfer:
             for user in senders { try EventInbox.addParty(eventId: eventId, userId: user, role: .transferFrom, on: db) }
             for user in receivers { try EventInbox.addParty(eventId: eventId, userId: user, role: .transferTo, on: db) }
-            try EventInbox.addCandidates(eventId: eventId, ids: event.transferredFrom.filter { !known.contains($0) }, role: .transferFrom, on: db)
-            try EventInbox.addCandidates(eventId: eventId, ids: event.transferredTo.filter { !known.contains($0) }, role: .transferTo, on: db)
+            try EventInbox.addCandidates(eventId: eventId, ids: waiting(event.transferredFrom), role: .transferFrom, on: db)
+            try EventInbox.addCandidates(eventId: eventId, ids: waiting(event.transferredTo), role: .transferTo, on: db)
             folded = Array(Set(senders + receivers)).sorted()  // one lock order for every caller
         case .applied:
             try EventInbox.addParty(eventId: eventId, userId: subject!, role: .subject, on: db)
@@ -140,10 +150,10 @@ enum EventIngestion {
             }
         case .unmatched:
             if event.kind == .transfer {
-                try EventInbox.addCandidates(eventId: eventId, ids: event.transferredFrom, role: .transferFrom, on: db)
-                try EventInbox.addCandidates(eventId: eventId, ids: event.transferredTo, role: .transferTo, on: db)
+                try EventInbox.addCandidates(eventId: eventId, ids: waiting(event.transferredFrom), role: .transferFrom, on: db)
+                try EventInbox.addCandidates(eventId: eventId, ids: waiting(event.transferredTo), role: .transferTo, on: db)
             } else {
-                try EventInbox.addCandidates(eventId: eventId, ids: subjectCandidates, role: .subject, on: db)
+                try EventInbox.addCandidates(eventId: eventId, ids: waiting(subjectCandidates), role: .subject, on: db)
             }
         case .ignored, .failed:
             break

@@ -12,6 +12,7 @@ extension RPCMethodRegistry where Context: EventRPCContext {
             let p = request.params
             try p.expectOnly("userId", "provider", "status", "cursor", "limit")
             let userId = try p.optionalString("userId", maxLength: 128)
+            if let userId { try UserErasure.refuseErased(userId, on: try context.requireDatabase()) }
             let provider = try p.optionalString("provider", oneOf: ["revenuecat", "apple_notification", "apple_transaction"])
             let status = try p.optionalString("status", oneOf: ["applied", "unmatched", "ignored", "failed"])
             let cursor = try p.optionalInt("cursor", in: 1...Int.max).map(UInt64.init)
@@ -24,7 +25,7 @@ extension RPCMethodRegistry where Context: EventRPCContext {
                  summary: "Re-fold a user's store access from the inbox, store it, and report every difference from the stored rows",
                  params: "{userId, actor}") { request, context in
             try request.params.expectOnly("userId", "actor")
-            let userId = try request.params.requireUserId(pattern: context.idPattern)
+            let userId = try request.params.requireLiveUserId(pattern: context.idPattern, on: try context.requireDatabase())
             let actor = try request.params.requireActor()
             let outcome = try EventAdmin.reproject(userId: userId, actor: actor, now: context.clock.now(), on: try context.requireDatabase())
             return ["userId": .string(userId), "consistent": .bool(outcome.differences.isEmpty),

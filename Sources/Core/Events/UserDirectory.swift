@@ -13,11 +13,14 @@ enum UserDirectory {
     }
 
     /// Makes `userId` known (no-op when he is) and folds in whatever was waiting for him.
-    /// Returns true when the user was new. Runs its own transaction.
+    /// Returns true when the user was new. Runs its own transaction. Throws
+    /// `BillingError.userDeleted` for an erased id.
     @discardableResult
     static func ensureKnown(_ userId: String, source: Source, createdAt: Timestamp, now: Timestamp,
                                    on db: DatabaseConnection) throws -> Bool {
         let created = try db.transaction(retries: 3, isolation: .readCommitted) { db -> Bool in
+            // An erased id is never a user again (SPEC §19): 410 `user_deleted` on the routes.
+            try UserErasure.refuseErased(userId, on: db)
             let result = try db.execute("""
                 INSERT IGNORE INTO billing_users (id, created_at, first_seen_at, last_seen_at, source)
                 VALUES (\(userId), \(createdAt), \(source == .token ? now : nil), \(source == .token ? now : nil), \(source.rawValue))

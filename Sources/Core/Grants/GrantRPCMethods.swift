@@ -12,7 +12,7 @@ extension RPCMethodRegistry where Context: GrantRPCContext {
             let p = request.params
             try p.expectOnly("userId", "tier", "startsAt", "expiresAt", "reason", "campaign", "idempotencyKey", "actor")
             let grantRequest = GrantRequest(
-                userId: try p.requireUserId(pattern: context.idPattern), tier: try p.requireTier(),
+                userId: try p.requireLiveUserId(pattern: context.idPattern, on: try context.requireDatabase()), tier: try p.requireTier(),
                 startsAt: try p.optionalTimestamp("startsAt"), expiresAt: try p.optionalTimestamp("expiresAt"),
                 reason: try p.requireNonEmptyString("reason", maxLength: 255),
                 campaign: try p.optionalString("campaign", maxLength: 64),
@@ -43,7 +43,7 @@ extension RPCMethodRegistry where Context: GrantRPCContext {
         register("grants.list", summary: "A user's grants, newest first, with computed status Active/Scheduled/Expired/Revoked",
                  params: "{userId}") { request, context in
             try request.params.expectOnly("userId")
-            let userId = try request.params.requireUserId(pattern: context.idPattern)
+            let userId = try request.params.requireLiveUserId(pattern: context.idPattern, on: try context.requireDatabase())
             let now = context.clock.now()
             let grants = try GrantStore.list(userId: userId, on: try context.requireDatabase())
             return ["userId": .string(userId), "grants": .array(grants.map { $0.json(at: now) })]

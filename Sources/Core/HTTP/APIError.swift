@@ -8,7 +8,7 @@ struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The category of failure; new kinds can be added without breaking callers.
     struct Kind: Sendable, Hashable {
         fileprivate enum Value: Sendable, Hashable {
-            case badRequest, unauthorized, quotaExceeded, forbidden, notFound, methodNotAllowed, conflict,
+            case badRequest, unauthorized, quotaExceeded, forbidden, notFound, methodNotAllowed, conflict, gone,
                  payloadTooLarge, unsupportedMediaType, unprocessable, notConfigured, unavailable, internalError
         }
         fileprivate let value: Value
@@ -20,6 +20,8 @@ struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
         static let notFound = Kind(value: .notFound)
         static let methodNotAllowed = Kind(value: .methodNotAllowed)
         static let conflict = Kind(value: .conflict)
+        /// What the request names existed and was erased (`user_deleted`, SPEC §19).
+        static let gone = Kind(value: .gone)
         static let payloadTooLarge = Kind(value: .payloadTooLarge)
         /// A body in a media type the route does not read (415).
         static let unsupportedMediaType = Kind(value: .unsupportedMediaType)
@@ -40,6 +42,7 @@ struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
             case .notFound: return .notFound
             case .methodNotAllowed: return .methodNotAllowed
             case .conflict: return .conflict
+            case .gone: return .gone
             case .payloadTooLarge: return .payloadTooLarge
             case .unsupportedMediaType: return .unsupportedMediaType
             case .unprocessable: return .unprocessableEntity
@@ -59,6 +62,7 @@ struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
             case .notFound: return "not_found"
             case .methodNotAllowed: return "method_not_allowed"
             case .conflict: return "conflict"
+            case .gone: return "gone"
             case .payloadTooLarge: return "payload_too_large"
             case .unsupportedMediaType: return "unsupported_media_type"
             case .unprocessable: return "unprocessable"
@@ -87,6 +91,7 @@ struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
     static func quotaExceeded(_ message: String, code: String? = nil) -> APIError { APIError(.quotaExceeded, code: code, message: message) }
     static func notFound(_ message: String = "no such resource", code: String? = nil) -> APIError { APIError(.notFound, code: code, message: message) }
     static func conflict(_ message: String, code: String? = nil) -> APIError { APIError(.conflict, code: code, message: message) }
+    static func gone(_ message: String, code: String? = nil) -> APIError { APIError(.gone, code: code, message: message) }
     static func payloadTooLarge(_ message: String, code: String? = nil) -> APIError { APIError(.payloadTooLarge, code: code, message: message) }
     static func unsupportedMediaType(_ message: String, code: String? = nil) -> APIError { APIError(.unsupportedMediaType, code: code, message: message) }
     static func unprocessable(_ message: String, code: String? = nil) -> APIError { APIError(.unprocessable, code: code, message: message) }

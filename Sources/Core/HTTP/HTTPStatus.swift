@@ -19,6 +19,7 @@ struct HTTPStatus: Sendable, Hashable, CustomStringConvertible {
     static let notFound = HTTPStatus(code: 404, reasonPhrase: "Not Found")
     static let methodNotAllowed = HTTPStatus(code: 405, reasonPhrase: "Method Not Allowed")
     static let conflict = HTTPStatus(code: 409, reasonPhrase: "Conflict")
+    static let gone = HTTPStatus(code: 410, reasonPhrase: "Gone")
     static let payloadTooLarge = HTTPStatus(code: 413, reasonPhrase: "Payload Too Large")
     static let unsupportedMediaType = HTTPStatus(code: 415, reasonPhrase: "Unsupported Media Type")
     static let unprocessableEntity = HTTPStatus(code: 422, reasonPhrase: "Unprocessable Entity")

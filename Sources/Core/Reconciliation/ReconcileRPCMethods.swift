@@ -14,7 +14,8 @@ extension RPCMethodRegistry where Context: ReconcileRPCContext {
             let p = request.params
             try p.expectOnly("userId", "originalTransactionId", "actor")
             let actor = try p.requireActor()
-            let userId = try p.optionalValue("userId") == nil ? nil : try p.requireUserId(pattern: context.idPattern)
+            let userId = try p.optionalValue("userId") == nil ? nil
+                : try p.requireLiveUserId(pattern: context.idPattern, on: try context.requireDatabase())
             // Apple's ids are digits: a CLI that parses `--originalTransactionId 2000…` as JSON
             // sends a number, which names the same transaction.
             let originalTransactionId = try p.optionalValue("originalTransactionId")?.int64Value.map { String($0) }

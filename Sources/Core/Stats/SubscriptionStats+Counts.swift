@@ -86,7 +86,7 @@ extension SubscriptionStats {
             FROM (SELECT DISTINCT e.subscription_id FROM billing_events e WHERE \(scanned)) s
             """) { (row: SQLRow) throws(DatabaseError) in
             let seen = try row.bool("seen_before"), trial = try row.bool("last_period_trial")
-            if seen || trial { history[subscriptionKey(try row.string("subscription_id"))] = (seen, trial) }
+            if seen || trial { history[try row.string("subscription_id")] = (seen, trial) }
         }
 
         var days: [DayKey: Counts] = [:]
@@ -100,7 +100,7 @@ extension SubscriptionStats {
             WHERE \(scanned)
             ORDER BY e.subscription_id, e.intrinsic_at, e.id
             """) { (row: SQLRow) throws(DatabaseError) in
-            let key = subscriptionKey(try row.string("subscription_id"))
+            let key = try row.string("subscription_id")
             if key != subscription {
                 subscription = key
                 let before = history[key]
@@ -134,13 +134,6 @@ extension SubscriptionStats {
             DayCounts(current: $0.key.current, day: formatDay(Timestamp(millisecondsSinceEpoch: $0.key.day).civil),
                       counts: $0.value)
         }
-    }
-
-    /// The subscription an id names for MariaDB: `utf8mb4_bin` pads with spaces, so ids that
-    /// differ only by trailing spaces are one subscription (sorted together, one history).
-    static func subscriptionKey(_ id: String) -> String {
-        guard id.utf8.last == 0x20 else { return id }
-        return String(decoding: id.utf8.reversed().drop { $0 == 0x20 }.reversed(), as: UTF8.self)
     }
 
     struct DayKey: Hashable {

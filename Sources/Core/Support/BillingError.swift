@@ -10,6 +10,7 @@
 /// | 1002 | idempotency_mismatch  | the idempotency key was used before with other params; nothing written |
 /// | 1003 | conflict              | the request contradicts the stored state (e.g. a campaign's tier, an ended campaign) |
 /// | 1004 | database_required     | the daemon runs without a database                            |
+/// | 1005 | user_deleted          | the user was erased by users.delete (HTTP 410, SPEC §19)       |
 ///
 /// Every application error carries `data` with at least `{"reason": "<name>"}`.
 struct BillingError: Error, Sendable, Equatable {
@@ -18,6 +19,7 @@ struct BillingError: Error, Sendable, Equatable {
         case idempotencyMismatch = 1002
         case conflict = 1003
         case databaseRequired = 1004
+        case userDeleted = 1005
         /// A value that contradicts another (e.g. an end before its start).
         case invalidParams = -32602
         /// The database cannot serve right now (a retryable condition: HTTP 503).
@@ -29,6 +31,7 @@ struct BillingError: Error, Sendable, Equatable {
             case .idempotencyMismatch: return "idempotency_mismatch"
             case .conflict: return "conflict"
             case .databaseRequired: return "database_required"
+            case .userDeleted: return "user_deleted"
             case .unavailable: return "unavailable"
             case .invalidParams: return "invalid_params"
             }
@@ -43,6 +46,10 @@ struct BillingError: Error, Sendable, Equatable {
         self.code = code
         self.message = message
         self.data = data
+    }
+
+    static func userDeleted(_ userId: String) -> BillingError {
+        BillingError(.userDeleted, "the user was deleted", data: ["userId": .string(userId)])
     }
 
     static func notFound(_ what: String, _ fields: JSONObject) -> BillingError {

@@ -8,3 +8,14 @@ extension RPCParams {
         return id
     }
 }
+
+extension RPCParams {
+    /// `requireUserId`, refused with 1005 `user_deleted` when that id was erased (SPEC §19):
+    /// every admin method naming a user but `access.get` (which says so) and `users.delete`
+    /// (idempotent) reads it through here.
+    func requireLiveUserId(_ key: String = "userId", pattern: UserIdPattern, on db: DatabaseConnection) throws -> String {
+        let id = try requireUserId(key, pattern: pattern)
+        try UserErasure.refuseErased(id, on: db)
+        return id
+    }
+}

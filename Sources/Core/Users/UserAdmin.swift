@@ -27,6 +27,12 @@ enum UserAdmin {
                                    on db: DatabaseConnection) throws -> ImportResult {
         var seen = Set<String>()
         let unique = users.filter { seen.insert($0.id).inserted }
+        // An erased id never becomes a user again (SPEC §19): the whole call is refused.
+        for start in stride(from: 0, to: unique.count, by: chunkSize) {
+            if let erased = try UserErasure.erased(unique[start..<min(start + chunkSize, unique.count)].map(\.id), on: db).min() {
+                throw BillingError.userDeleted(erased)
+            }
+        }
         let inserted = try db.transaction(retries: 3, isolation: .readCommitted) { db -> Int in
             var inserted = 0
             var start = 0
@@ -64,59 +70,10 @@ enum UserAdmin {
         return ImportResult(inserted: inserted, existing: unique.count - inserted, claimed: waiting.sorted())
     }
 
-    struct DeleteResult: Sendable {
-        /// The store subscriptions that were bound to the user and no longer are.
-        var unboundSubscriptions: [String]
-        /// Operator sources left exactly as they were (reported, never revoked silently).
-        var grantsUntouched: [Grant]
-        var campaignsUntouched: [String]
-        var alreadyDeleted: Bool
-    }
-
-    /// Marks the user deleted and unbinds his store subscriptions: their projection rows
-    /// go (the inbox keeps every event), and later events for them no longer match him.
-    /// Grants and campaign memberships are not revoked: the answer and the audit list them,
-    /// so an operator who wants them ended says so with grants.revoke.
+    /// `users.delete`: an erasure (`UserErasure`, SPEC §19).
     static func delete(userId: String, actor: String, reason: String?, now: Timestamp,
-                              policy: BillingConfiguration.Binding.Policy = .deny,
-                              on db: DatabaseConnection) throws -> DeleteResult {
-        try db.transaction(retries: 3, isolation: .readCommitted) { db -> DeleteResult in
-            guard let user = try db.queryOne("SELECT deleted_at FROM billing_users WHERE id = \(userId) FOR UPDATE") else {
-                throw BillingError.notFound("user", ["userId": .string(userId)])
-            }
-            let grants = try GrantStore.list(userId: userId, on: db).filter { $0.status(at: now) == .active || $0.status(at: now) == .scheduled }
-            let campaigns = try db.query("SELECT campaign FROM billing_campaign_members WHERE user_id = \(userId) ORDER BY campaign")
-                .map { (row) throws(DatabaseError) -> String in try row.string("campaign") }
-            if try user.optionalTimestamp("deleted_at") != nil {
-                return DeleteResult(unboundSubscriptions: [], grantsUntouched: grants, campaignsUntouched: campaigns, alreadyDeleted: true)
-            }
-            try AccessProjector.lockAccessRow(userId: userId, now: now, on: db)
-            let subscriptions = try db.query("SELECT subscription_id FROM billing_subscriptions WHERE user_id = \(userId) ORDER BY subscription_id")
-                .map { (row) throws(DatabaseError) -> String in try row.string("subscription_id") }
-            try db.execute("UPDATE billing_users SET deleted_at = \(now) WHERE id = \(userId)")
-            try db.execute("DELETE FROM billing_subscriptions WHERE user_id = \(userId)")
-            // App Store subscriptions he owned are free to be bound again (audited per subscription).
-            let bindings = try db.query("SELECT original_transaction_id FROM billing_apple_bindings WHERE user_id = \(userId) FOR UPDATE")
-            for binding in bindings {
-                let subscription = try binding.string("original_transaction_id")
-                try db.execute("""
-                    INSERT INTO billing_binding_audit (original_transaction_id, action, user_id, policy, created_at)
-                    VALUES (\(subscription), 'unbound', \(userId), \(policy.rawValue), \(now))
-                    """)
-            }
-            try db.execute("DELETE FROM billing_apple_bindings WHERE user_id = \(userId)")
-            try db.execute("""
-                UPDATE billing_access SET revision = revision + 1, tier = 'free', phase = 'none', subscription_id = NULL,
-                  product_id = NULL, expires_at = NULL, will_renew = 0, updated_at = \(now)
-                WHERE user_id = \(userId)
-                """)
-            try AuditLog.write(actor: actor, action: "users.delete", targetUserId: userId,
-                               detail: ["reason": JSON(reason), "unboundSubscriptions": .array(subscriptions.map(JSON.string)),
-                                        "grantsUntouched": .array(grants.map { .int(Int64($0.id)) }),
-                                        "campaignsUntouched": .array(campaigns.map(JSON.string))],
-                               now: now, on: db)
-            return DeleteResult(unboundSubscriptions: subscriptions, grantsUntouched: grants, campaignsUntouched: campaigns,
-                                alreadyDeleted: false)
-        }
+                       policy: BillingConfiguration.Binding.Policy = .deny,
+                       on db: DatabaseConnection) throws -> UserErasure.Result {
+        try UserErasure.erase(userId: userId, actor: actor, reason: reason, now: now, policy: policy, on: db)
     }
 }

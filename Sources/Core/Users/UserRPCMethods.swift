@@ -40,7 +40,7 @@ extension RPCMethodRegistry where Context: UserRPCContext {
                     "existing": .int(Int64(result.existing)), "claimedEvents": .array(result.claimed.map(JSON.string))]
         }
         register("users.delete",
-                 summary: "Delete a user: unbinds his store subscriptions; grants and campaigns are listed, not revoked; audited",
+                 summary: "Erase a user (SPEC §19): his access, bindings, grants, campaigns, ladder stages, usage and paywall events go, his payloads are scrubbed, his events and audits re-keyed to a tombstone; the id is refused from then on; audited",
                  params: "{userId, actor, reason?}") { request, context in
             try request.params.expectOnly("userId", "actor", "reason")
             let userId = try request.params.requireUserId(pattern: context.idPattern)
@@ -49,11 +49,12 @@ extension RPCMethodRegistry where Context: UserRPCContext {
             let now = context.clock.now()
             let result = try UserAdmin.delete(userId: userId, actor: actor, reason: reason, now: now,
                                               policy: context.bindingPolicy, on: try context.requireDatabase())
+            var removed = JSONObject()
+            for table in result.removed.keys.sorted() { removed[table] = .int(Int64(result.removed[table]!)) }
             return ["userId": .string(userId), "deleted": .bool(!result.alreadyDeleted), "alreadyDeleted": .bool(result.alreadyDeleted),
+                    "deletedAt": JSON(result.deletedAt?.iso8601),
                     "unboundSubscriptions": .array(result.unboundSubscriptions.map(JSON.string)),
-                    "grantsUntouched": .array(result.grantsUntouched.map { $0.json(at: now) }),
-                    "campaignsUntouched": .array(result.campaignsUntouched.map(JSON.string))]
+                    "removed": .object(removed), "scrubbedEvents": .int(Int64(result.scrubbedEvents))]
         }
     }
 }
-
