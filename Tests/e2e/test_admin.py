@@ -119,6 +119,11 @@ class InvalidParams(unittest.TestCase):
                                      "createdBefore": "2025-02-29T00:00:00Z"}, "createdBefore"),
         ("stats.subscriptions", {"from": "2026-04-31", "to": "2026-05-02", "environment": "production"}, "from"),
         ("offerings.publish", {"contract": {}, "actor": ACTOR, "effectiveAt": "2026-06-31T00:00:00Z"}, "effectiveAt"),
+        # Limits count code points, as the database's VARCHAR(n) does (SPEC §19): one letter with
+        # 300 combining accents is one character to Swift's `count` and 301 to MariaDB.
+        ("grants.create", {"userId": "11111111-1111-4111-8111-111111111111", "tier": "plus", "reason": "e" + "\u0301" * 300,
+                           "idempotencyKey": "k-combining", "actor": ACTOR}, "reason"),
+        ("flags.set", {"enforcement": "observe", "actor": "a" + "\u0301" * 200}, "actor"),
     ]
 
     def test_every_method_names_the_bad_field(self):
@@ -363,16 +368,17 @@ class UsersAndEvents(unittest.TestCase):
         self.assertEqual(len(second["events"]), 1)
         self.assertNotEqual(first["events"][0]["id"], second["events"][0]["id"])
 
-    def test_delete_unbinds_store_and_lists_what_it_did_not_revoke(self):
+    def test_delete_erases_the_store_rows_and_the_grants(self):
         user = new_user()
         import_users(user)
         paying_pro(user)
         ok("grants.create", {"userId": user, "tier": "plus", "reason": "r", "idempotencyKey": "d", "actor": ACTOR})
         result = ok("users.delete", {"userId": user, "actor": ACTOR, "reason": "GDPR request"})
         self.assertEqual(result["unboundSubscriptions"], ["otx-" + user])
-        self.assertEqual([g["status"] for g in result["grantsUntouched"]], ["Active"])
+        self.assertEqual(result["removed"]["billing_grants"], 1)
         self.assertTrue(ok("users.delete", {"userId": user, "actor": ACTOR})["alreadyDeleted"])
         self.assertEqual(ok("access.get", {"userId": user})["store"], [])
+        self.assertTrue(ok("access.get", {"userId": user})["user"]["deleted"])
         self.assertEqual(error("users.delete", {"userId": new_user(), "actor": ACTOR})["code"], 1001)
 
     def test_retry_quarantined_reports_each_row(self):

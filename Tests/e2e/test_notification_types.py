@@ -108,8 +108,8 @@ class AppStoreNotificationTypes(unittest.TestCase):
         user, original, tx = self.subscribed()
         before = quarantined()
         r = request("POST", APPLE_WEBHOOK, body={"signedPayload": chain().sign(tx)})
-        self.assertEqual(r.status, 422, r)
-        self.assertEqual(r.json()["error"]["code"], "malformed_jws", r)
+        self.assertEqual(r.status, 400, r)   # SPEC §19: verified, but no notification
+        self.assertEqual(r.json()["error"]["code"], "not_a_notification", r)
         self.assertEqual(quarantined(), before, "an Apple-signed JWS that is no notification can never apply: not kept")
 
     def one_time_charge(self, user, product, *, purchase, transaction_type, price=9990, ownership="PURCHASED"):

@@ -163,9 +163,12 @@ class DisconnectMidCall(unittest.TestCase):
             f"SELECT subscription_id FROM billing_subscriptions WHERE user_id = {sql_string(user)} FOR UPDATE")
         self.assertGreaterEqual(modified, 1)
         self.assertTrue(wait_until(lambda: transaction_gone(trx), 15))
-        self.assertEqual(sql(f"SELECT deleted_at IS NOT NULL FROM billing_users WHERE id = {sql_string(user)}"), [["1"]])
+        # Erased whole (SPEC §19): no row names him, his id's hash is remembered, one audit row.
+        self.assertEqual(count(f"SELECT COUNT(*) FROM billing_users WHERE id = {sql_string(user)}"), 0)
         self.assertEqual(count(f"SELECT COUNT(*) FROM billing_subscriptions WHERE user_id = {sql_string(user)}"), 0)
-        self.assertEqual(sql(f"SELECT tier FROM billing_access WHERE user_id = {sql_string(user)}"), [["free"]])
+        self.assertEqual(count(f"SELECT COUNT(*) FROM billing_access WHERE user_id = {sql_string(user)}"), 0)
+        self.assertEqual(count("SELECT COUNT(*) FROM billing_erased_users WHERE id_sha256 = "
+                               + sql_string(hashlib.sha256(user.encode()).hexdigest())), 1)
         self.assertEqual(audit_rows(actor, "users.delete"), 1)
 
 
@@ -239,6 +242,18 @@ class InjectedFailure(unittest.TestCase):
         stamp = sql("SELECT updated_by, updated_at FROM billing_flags WHERE name = 'enforcement'")
         self.doomed("flags.set", {"enforcement": current})
         self.assertEqual(sql("SELECT updated_by, updated_at FROM billing_flags WHERE name = 'enforcement'"), stamp)
+
+    def test_flags_set_of_two_flags_is_one_transaction(self):
+        """SPEC §19: the second flag's write failing takes the first's with it."""
+        flags = ok("flags.get", None)
+        stamp = sql("SELECT name, value, updated_by, updated_at FROM billing_flags ORDER BY name")
+        Trigger(self, "billing_flags", "INSERT", "NEW.name = 'purchases.enabled' AND NEW.updated_by = " + sql_string(self.actor))
+        Trigger(self, "billing_flags", "UPDATE", "NEW.name = 'purchases.enabled' AND NEW.updated_by = " + sql_string(self.actor))
+        reply = rpc("flags.set", {"enforcement": flags["enforcement"], "purchases.enabled": flags["purchases.enabled"],
+                                  "actor": self.actor})
+        self.trigger.assert_internal_error(self, reply)
+        self.assertEqual(sql("SELECT name, value, updated_by, updated_at FROM billing_flags ORDER BY name"), stamp)
+        self.assertEqual(audit_rows(self.actor, "flags.set"), 0)
 
 
 class QuarantineReplay(unittest.TestCase):

@@ -70,7 +70,9 @@ struct AppleTransactionInfo: Sendable, Equatable {
         var currency = try r.string("currency", maxLength: 8)?.uppercased()
         if let c = currency, c.utf8.count != 3 || !c.utf8.allSatisfy({ $0 >= 65 && $0 <= 90 }) { currency = nil }
         var price = try r.value("price").map { (v) throws(PayloadError) -> Int64 in
-            guard let n = v.int64Value else { throw PayloadError("\(path).price", "expected integer milli-units") }
+            guard let n = v.int64Value, Money.storable.contains(n) else {
+                throw PayloadError("\(path).price", "expected integer milli-units of magnitude under 10^15")
+            }
             return n
         }
         if currency == nil { price = nil }

@@ -32,8 +32,8 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
             let db = try context.requireDatabase()
             let now = context.clock.now()
             var result = JSONObject()
-            for (name, value) in updates {
-                let previous = try BillingFlags.set(name, to: value, actor: actor, now: now, on: db)
+            let previousValues = try BillingFlags.set(updates, actor: actor, now: now, on: db)
+            for ((name, value), previous) in zip(updates, previousValues) {
                 result[name.rawValue] = name.json(value)
                 if updates.count == 1 {
                     result["previous"] = name.json(previous)

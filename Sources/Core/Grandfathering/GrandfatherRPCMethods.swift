@@ -52,7 +52,7 @@ extension RPCMethodRegistry where Context: GrandfatherRPCContext {
             }
             var userIds: [String] = []
             for (index, element) in elements.enumerated() {
-                guard let id = element.stringValue, id.count <= 128, context.idPattern.matches(id) else {
+                guard let id = element.stringValue, context.idPattern.matches(id) else {
                     throw RPCError.invalidParams("\"userIds[\(index)]\" must be a user id matching users.idPattern", field: "userIds[\(index)]")
                 }
                 userIds.append(id)

@@ -136,7 +136,9 @@ struct RPCParams: Sendable, Equatable {
 
     private func string(_ key: String, _ member: JSON, maxLength: Int?) throws(RPCError) -> String {
         guard case .string(let text) = member else { throw mismatch(key, "a string", member) }
-        if let maxLength, text.count > maxLength {
+        // The database's VARCHAR(n) counts code points, not what Swift's `count` counts
+        // (grapheme clusters: one base letter with any number of combining marks is one).
+        if let maxLength, text.unicodeScalars.count > maxLength {
             throw .invalidParams("\"\(key)\" must be at most \(maxLength) characters", field: key)
         }
         return text

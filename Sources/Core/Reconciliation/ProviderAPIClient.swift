@@ -82,7 +82,7 @@ struct ProviderAPIClient: Sendable {
         switch response.status {
         case 429:
             // Retry-After in seconds (RFC 9110); RevenueCat also states `backoff_ms` in the body.
-            let fromBody = errorBody?["backoff_ms"]?.int64Value.map { Int(($0 + 999) / 1000) }
+            let fromBody = errorBody?["backoff_ms"]?.int64Value.map { Int(clamping: $0 / 1000) + ($0 % 1000 > 0 ? 1 : 0) }
             let retryAfter = max(response.retryAfterSeconds ?? fromBody ?? 1, 0)
             let limited = ProviderAPIError(.rateLimited, status: 429, errorCode: code, retryAfterSeconds: retryAfter)
             guard retryAfter <= maxRetryAfterSeconds else { throw limited }

@@ -24,7 +24,8 @@ extension SubscriptionStats {
                 new += d.counts.new; trials += d.counts.trials; converted += d.counts.converted
                 renewals += d.counts.renewals; cancellations += d.counts.cancellations; lost += d.counts.lost
                 refunds += d.counts.refunds; billingIssues += d.counts.billingIssues; revocations += d.counts.revocations
-                grossMilli += d.counts.grossMilli; refundedMilli += d.counts.refundedMilli
+                grossMilli = Money.add(grossMilli, d.counts.grossMilli)
+                refundedMilli = Money.add(refundedMilli, d.counts.refundedMilli)
                 oneTimePurchases += d.counts.oneTimePurchases; familyShared += d.counts.familyShared
             }
         }
@@ -34,7 +35,7 @@ extension SubscriptionStats {
                 "new": .int(new), "trials": .int(trials), "converted": .int(converted), "renewals": .int(renewals),
                 "cancellations": .int(cancellations), "lost": .int(lost), "refunds": .int(refunds),
                 "billingIssues": .int(billingIssues), "revocations": .int(revocations),
-                "revenueMilli": .int(grossMilli - refundedMilli),
+                "revenueMilli": .int(Money.subtract(grossMilli, refundedMilli)),
                 "grossMilli": .int(grossMilli), "refundedMilli": .int(refundedMilli),
                 "oneTimePurchases": .int(oneTimePurchases), "familyShared": .int(familyShared),
             ]
@@ -183,7 +184,7 @@ extension SubscriptionStats {
                 periods[e.periodKey, default: (0, 0, 0)].starts += 1
                 if periods[e.periodKey]!.starts == 1 {
                     c.oneTimePurchases += 1
-                    if e.inCurrency, let price = e.priceMilli, price > 0 { c.grossMilli += price }
+                    if e.inCurrency, let price = e.priceMilli, price > 0 { c.grossMilli = Money.add(c.grossMilli, price) }
                 }
             }
             if periodStart {
@@ -191,7 +192,7 @@ extension SubscriptionStats {
                 let firstReport = periods[e.periodKey]!.starts == 1
                 if firstReport && !e.isTrial {
                     if lastPeriodTrial { c.converted += 1 }
-                    if e.inCurrency, let price = e.priceMilli, price > 0 { c.grossMilli += price }
+                    if e.inCurrency, let price = e.priceMilli, price > 0 { c.grossMilli = Money.add(c.grossMilli, price) }
                 }
                 if firstReport && e.kind == "renewal" { c.renewals += 1 }
                 lastPeriodTrial = e.isTrial
@@ -211,7 +212,7 @@ extension SubscriptionStats {
                 classes[p].refunds += 1
                 if classes[p].refunds == 1 { c.refunds += 1 }
                 periods[e.periodKey, default: (0, 0, 0)].refunds += 1
-                if periods[e.periodKey]!.refunds == 1 && e.inCurrency { c.refundedMilli += abs(e.priceMilli ?? 0) }
+                if periods[e.periodKey]!.refunds == 1 && e.inCurrency { c.refundedMilli = Money.add(c.refundedMilli, Money.magnitude(e.priceMilli ?? 0)) }
             }
             if e.kind == "revoke" {
                 classes[p].revocations += 1

@@ -20,7 +20,7 @@ extension SubscriptionStats {
         var familyShared: Int64 { products.reduce(0) { $0 + $1.familyShared } }
         var paying: Int64 { active - trial - familyShared }
         var cancelling: Int64 { products.reduce(0) { $0 + $1.cancelling } }
-        var mrrMilli: Int64 { products.reduce(0) { $0 + $1.mrrMilli } }
+        var mrrMilli: Int64 { products.reduce(0) { Money.add($0, $1.mrrMilli) } }
 
         var json: JSON {
             [
@@ -64,8 +64,8 @@ extension SubscriptionStats {
               SUM(\(unsafeRaw: trial) = 1) AS trial,
               SUM(COALESCE(z.cancelling, 0)) AS cancelling,
               SUM(\(unsafeRaw: trial) = 0 AND \(unsafeRaw: shared) = 1) AS family_shared,
-              SUM(CASE WHEN \(unsafeRaw: trial) = 0 AND \(unsafeRaw: shared) = 0 AND pe.currency = \(currency) AND pe.price_milli > 0
-                  THEN pe.price_milli ELSE 0 END) AS price_sum,
+              CAST(LEAST(SUM(CASE WHEN \(unsafeRaw: trial) = 0 AND \(unsafeRaw: shared) = 0 AND pe.currency = \(currency)
+                                   AND pe.price_milli > 0 THEN pe.price_milli ELSE 0 END), 9223372036854775807) AS SIGNED) AS price_sum,
               AVG(CASE WHEN \(unsafeRaw: trial) = 0 AND pe.expires_at > pe.purchased_at
                   THEN TIMESTAMPDIFF(SECOND, pe.purchased_at, pe.expires_at) END) / 86400 AS period_days
             FROM (
@@ -114,10 +114,10 @@ extension SubscriptionStats {
             let priceSum = try row.int64("price_sum")
             let periodDays = try row.optionalDouble("period_days")
             let productCadence = productId.flatMap(cadence) ?? periodDays.map { self.cadence(periodDays: $0) }
-            let mrr = productCadence.map { (Double(priceSum) * monthlyFactor($0)).rounded(.toNearestOrAwayFromZero) } ?? 0
+            let mrr = productCadence.map { Money.milli(Double(priceSum) * monthlyFactor($0)) } ?? 0
             products.append(ProductSnapshot(productId: productId, active: try row.int64("active"), trial: try row.int64("trial"),
                                             cancelling: try row.int64("cancelling"), familyShared: try row.int64("family_shared"),
-                                            mrrMilli: Int64(mrr),
+                                            mrrMilli: mrr,
                                             cadence: productCadence))
         }
         return Snapshot(at: t, products: products)

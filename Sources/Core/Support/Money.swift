@@ -1,0 +1,33 @@
+/// Arithmetic on milli-unit amounts (SPEC §9) that never traps (SPEC §19): a webhook may state
+/// any price, and a statistic over hostile or corrupted rows answers, it does not crash
+/// billing-rpc. Ingestion refuses a price outside `storable` (400); totals saturate at
+/// Int64's bounds (far beyond any real revenue: 9.2 × 10^15 currency units).
+enum Money {
+    /// Prices the routes store: |milli| < 10^15 (a trillion currency units).
+    static let storable: ClosedRange<Int64> = -999_999_999_999_999...999_999_999_999_999
+
+    /// a + b, saturating at Int64's bounds.
+    static func add(_ a: Int64, _ b: Int64) -> Int64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? (b > 0 ? .max : .min) : sum
+    }
+
+    /// a − b, saturating at Int64's bounds.
+    static func subtract(_ a: Int64, _ b: Int64) -> Int64 {
+        let (difference, overflow) = a.subtractingReportingOverflow(b)
+        return overflow ? (b < 0 ? .max : .min) : difference
+    }
+
+    /// |a| (Int64.min's is Int64.max).
+    static func magnitude(_ a: Int64) -> Int64 { a == .min ? .max : Swift.abs(a) }
+
+    /// A computed amount (e.g. a price times a monthly factor) as milli-units, rounded,
+    /// clamped to Int64's bounds (NaN is 0).
+    static func milli(_ value: Double) -> Int64 {
+        guard !value.isNaN else { return 0 }
+        let rounded = value.rounded(.toNearestOrAwayFromZero)
+        if rounded >= 9.223372036854775807e18 { return .max }
+        if rounded <= -9.223372036854775808e18 { return .min }
+        return Int64(rounded)
+    }
+}
