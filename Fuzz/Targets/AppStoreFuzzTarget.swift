@@ -124,8 +124,13 @@ extension FuzzTargets {
 
     /// Data this target signed with the trusted chain is refused only for what it says.
     private static func checkOwnSignatureRefusal(_ error: AppleVerificationError, payloads: [JSON]) {
+        if error.isSettingMismatch, let outer = payloads.first, outer["notificationType"]?.stringValue != nil,
+           let uuid = outer["notificationUUID"]?.stringValue {
+            // One quarantine row per notification (SPEC §19): a mismatch names the notification.
+            fuzzCheck(error.notificationUUID == uuid, "a notification's setting mismatch without its notificationUUID")
+        }
         switch error.reason {
-        case .malformed, .bundleMismatch, .appAppleIdMismatch, .environmentNotAccepted:
+        case .malformed, .bundleMismatch, .appAppleIdMismatch, .environmentNotAccepted, .notANotification:
             return
         case .untrustedChain:
             // Legitimate only when some signing time falls outside the CA's validity.

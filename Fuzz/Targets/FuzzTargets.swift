@@ -31,6 +31,7 @@ enum FuzzTargets {
         FuzzTarget(name: "json", body: json),
         FuzzTarget(name: "appstore", body: appStore),
         FuzzTarget(name: "timestamp", body: timestamp),
+        FuzzTarget(name: "erasure", body: erasure),
     ]
 
     static let selected: FuzzTarget = {
@@ -40,6 +41,50 @@ enum FuzzTargets {
         }
         return target
     }()
+
+    // MARK: Erasure (SPEC §19)
+
+    /// First byte picks the mode. 0: the rest is a user id: a well-formed id has no control
+    /// character and no whitespace at either end, and `users.idPattern` matches only such ids.
+    /// 1: the rest is a stored payload, scrubbed of the ids it names: no such id, no
+    /// anonymous RevenueCat id and no `subscriber_attributes` is left, and scrubbing again
+    /// changes nothing.
+    static func erasure(_ bytes: [UInt8]) {
+        guard let mode = bytes.first else { return }
+        let rest = Array(bytes.dropFirst())
+        if mode % 2 == 0 {
+            let id = String(decoding: rest, as: UTF8.self)
+            if UserIdPattern.isWellFormed(id) {
+                fuzzCheck(!id.isEmpty && id.utf8.count <= 128, "a well-formed id of \(id.utf8.count) bytes")
+                fuzzCheck(!id.unicodeScalars.contains { $0.properties.generalCategory == .control }, "a control character in a well-formed id")
+                fuzzCheck(!id.unicodeScalars.first!.properties.isWhitespace && !id.unicodeScalars.last!.properties.isWhitespace,
+                          "whitespace at an end of a well-formed id")
+            }
+            if UserIdPattern(".*")!.matches(id) { fuzzCheck(UserIdPattern.isWellFormed(id), "idPattern matched an ill-formed id") }
+            return
+        }
+        guard let payload = try? JSON.parse(rest, limits: JSONLimits(maxBytes: 1 << 16, maxDepth: 16)) else { return }
+        let identities = PersonalData.aliases(in: payload).filter { !$0.isEmpty }
+        let tombstone = "erased:0123456789abcdef0123456789abcdef"
+        let clean = PersonalData.scrub(payload, identities: identities, tombstone: tombstone)
+        func walk(_ value: JSON, identity: Bool) {
+            switch value {
+            case .string(let s):
+                fuzzCheck(!identities.contains(s) || s == tombstone, "an erased id survived the scrub")
+                fuzzCheck(!(identity && s.hasPrefix("$RCAnonymousID:")), "an anonymous id survived the scrub")
+            case .array(let items): for item in items { walk(item, identity: identity) }
+            case .object(let object):
+                for (key, member) in object {
+                    fuzzCheck(!PersonalData.removedMembers.contains(key), "\(key) survived the scrub")
+                    fuzzCheck(!identities.contains(key) || key == tombstone, "an erased id survived as a member name")
+                    walk(member, identity: PersonalData.identityMembers.contains(key))
+                }
+            default: break
+            }
+        }
+        walk(clean, identity: false)
+        fuzzCheck(PersonalData.scrub(clean, identities: identities, tombstone: tombstone) == clean, "scrubbing is not idempotent")
+    }
 
     // MARK: Dates
 
@@ -126,8 +171,9 @@ enum FuzzTargets {
     /// decodes to the same bytes.
     static func base64url(_ bytes: [UInt8]) {
         if let decoded = try? Base64URL.decode(bytes) {
-            let again = Base64URL.encode(decoded)
-            fuzzCheck((try? Base64URL.decode(again)) == decoded, "base64url round trip changed the bytes")
+            // Canonical only (SPEC §19): what decodes is exactly the encoding of its bytes, so
+            // no two spellings of one signed value both verify.
+            fuzzCheck(Array(Base64URL.encode(decoded).utf8) == bytes, "a non-canonical base64url spelling decoded")
         }
         let encoded = Base64URL.encode(bytes)
         fuzzCheck((try? Base64URL.decode(encoded)) == bytes, "encode/decode is not the identity")

@@ -222,8 +222,9 @@ enum PersonalData {
         return found
     }
 
-    /// `payload` with `removedMembers` gone and every string equal to one of `identities`
-    /// (or, in an identity member, any anonymous RevenueCat id) replaced by `tombstone`.
+    /// `payload` with `removedMembers` gone and every string (value or member name) equal to
+    /// one of `identities` (or, in an identity member, any anonymous RevenueCat id) replaced
+    /// by `tombstone`.
     static func scrub(_ payload: JSON, identities: Set<String>, tombstone: String) -> JSON {
         func clean(_ value: JSON, identity: Bool) -> JSON {
             switch value {
@@ -242,7 +243,7 @@ enum PersonalData {
             case .object(let object):
                 var out = JSONObject()
                 for (key, member) in object where !removedMembers.contains(key) {
-                    out[key] = clean(member, identity: identityMembers.contains(key))
+                    out[identities.contains(key) ? tombstone : key] = clean(member, identity: identityMembers.contains(key))
                 }
                 return .object(out)
             default:
