@@ -156,6 +156,45 @@ class StatsMethod(unittest.TestCase):
         self.assertEqual(rpc("stats.purgePaywallEvents", {"limit": 0, "actor": "stats-e2e@ops"}).get("error", {}).get("code"), -32602)
 
 
+class HostileAmounts(unittest.TestCase):
+    """SPEC §19: amounts anywhere near Int64's bounds — refused at ingestion now, but rows may
+    predate that, or come from a restore — never crash the statistics: the totals saturate."""
+
+    def test_prices_at_int64s_bounds_saturate_and_the_report_answers(self):
+        import random
+        start = datetime.datetime(2019, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(
+            hours=random.SystemRandom().randrange(300 * 24))
+        at = (start + datetime.timedelta(minutes=5)).strftime("%Y-%m-%d %H:%M:%S.000")
+        until = (start + datetime.timedelta(days=30)).strftime("%Y-%m-%d %H:%M:%S.000")
+        subscriptions = ["hostile-" + uuid.uuid4().hex for _ in range(3)]
+        rows = [(sub, "purchase", "INITIAL_PURCHASE", 9223372036854775807) for sub in subscriptions]
+        rows.append((subscriptions[0], "refund", "CANCELLATION", -9223372036854775808))
+        for sub, kind, type_, price in rows:
+            sql("INSERT INTO billing_events (provider, provider_event_id, event_type, kind, subscription_id, product_id, "
+                "price_milli, currency, environment, purchased_at, expires_at, intrinsic_at, received_at, status, payload) VALUES "
+                f"('revenuecat', {sql_string(uuid.uuid4().hex)}, '{type_}', '{kind}', {sql_string(sub)}, 'app.pro.monthly', "
+                f"{price}, 'EUR', 'sandbox', '{at}', '{until}', '{at}', NOW(3), 'unmatched', '{{}}')")
+        reply = rpc("stats.subscriptions", {"from": start.strftime("%Y-%m-%dT%H:00:00Z"),
+                                            "to": (start + datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:00:00Z"),
+                                            "environment": "sandbox", "currency": "EUR"})
+        self.assertIn("result", reply, reply)
+        current = reply["result"]["counts"]["current"]
+        self.assertEqual(current["grossMilli"], 9223372036854775807)
+        self.assertEqual(current["refundedMilli"], 9223372036854775807)
+        self.assertEqual(current["revenueMilli"], 0)
+        self.assertEqual(rpc("system.health")["result"]["status"], "ok", "billing-rpc is still up")
+        # A posted App Store price beyond any real one is refused at ingestion (400), not stored.
+        import entitlements as E
+        user = E.known_user()
+        original = E.apple_transaction_id()
+        tx = E.apple_transaction(user, original, original, purchase=E.now_ms() - E.HOUR, expires=E.now_ms() + E.DAY,
+                                 signed=E.now_ms(), price=9223372036854775807)
+        r = request("POST", "/api/v1/billing/apple/transactions", body={"signedTransaction": E.chain().sign(tx)},
+                    headers={"Authorization": "Bearer " + E.token(user)})
+        self.assertEqual(r.status, 400, r)
+        self.assertEqual(r.json()["error"]["code"], "invalid_payload", r)
+
+
 class PaywallPurge(unittest.TestCase):
     """stats.purgePaywallEvents is a mutation like any other (SPEC §8): it names an actor and
     writes one audit_log row, with the cutoff and the number of rows deleted, in the
