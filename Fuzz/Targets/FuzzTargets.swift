@@ -64,13 +64,15 @@ enum FuzzTargets {
             return
         }
         guard let payload = try? JSON.parse(rest, limits: JSONLimits(maxBytes: 1 << 16, maxDepth: 16)) else { return }
-        let identities = PersonalData.aliases(in: payload).filter { !$0.isEmpty }
         let tombstone = "erased:0123456789abcdef0123456789abcdef"
+        let identities = PersonalData.aliases(in: payload).filter { !$0.isEmpty && !tombstone.contains($0) }
+        let long = identities.filter { $0.utf8.count >= PersonalData.minimumEmbeddedLength }
         let clean = PersonalData.scrub(payload, identities: identities, tombstone: tombstone)
         func walk(_ value: JSON, identity: Bool) {
             switch value {
             case .string(let s):
                 fuzzCheck(!identities.contains(s) || s == tombstone, "an erased id survived the scrub")
+                fuzzCheck(!long.contains { s.contains($0) }, "a long erased id survived inside a string")
                 fuzzCheck(!(identity && s.hasPrefix("$RCAnonymousID:")), "an anonymous id survived the scrub")
             case .array(let items): for item in items { walk(item, identity: identity) }
             case .object(let object):

@@ -37,6 +37,14 @@ import Testing
         #expect(PersonalData.aliases(in: payload) == ["u-1", "$RCAnonymousID:aa", "$RCAnonymousID:bb", "other-user"])
     }
 
+    @Test func aLongIdInsideALongerStringGoesAndAShortOneStays() throws {
+        let long = "0d6f1c9e-6f0b-4a41-9a57-2b1f3f7c9e11"
+        let payload: JSON = ["url": .string("https://example.org/users/\(long)/profile"), "short": "u-10", "tx": "2000000001"]
+        let clean = PersonalData.scrub(payload, identities: [long, "u-1"], tombstone: "erased:x")
+        #expect(clean["url"] == "https://example.org/users/erased:x/profile")
+        #expect(clean["short"] == "u-10" && clean["tx"] == "2000000001")
+    }
+
     @Test func aPayloadNamingNobodyIsUnchanged() throws {
         let payload = try JSON.parse(#"{"notificationType":"DID_RENEW","data":{"bundleId":"b","environment":"Production"}}"#)
         #expect(PersonalData.scrub(payload, identities: ["u-1"], tombstone: "erased:x") == payload)

@@ -9,11 +9,14 @@ again; every admin method naming him but access.get is 1005; stats.subscriptions
 period is unchanged; a later store event for his subscription is recorded unmatched, waits
 for nobody and keeps nothing of him. And ids compare byte for byte: a sub with trailing or
 leading whitespace or control characters is refused, and SQL does not pad."""
+import json
+import socket
+import threading
 import unittest
 import uuid
 
 import entitlements as E
-from billing import request, rpc, sql, sql_string
+from billing import RPC_SOCKET, request, rpc, sql, sql_string, wait_until
 
 USER_ROUTES = [
     ("GET", "/api/v1/billing/access", None),
@@ -207,6 +210,48 @@ class ErasureEdges(unittest.TestCase):
         ok("users.import", {"users": [{"id": user, "createdAt": "2024-01-01T00:00:00Z"}], "actor": E.ACTOR})
         ok("users.delete", {"userId": user, "actor": E.ACTOR})
         self.assertEqual(occurrences([user]), {})
+
+
+class ErasureRacingTheApp(unittest.TestCase):
+    """A request of his arriving while users.delete runs waits for it and is then 410, writing
+    nothing: the erasure is held mid-way (a MariaDB session locks his subscription row, which
+    it deletes after it has taken his user row), each route's request is sent, and the lock
+    released."""
+
+    def test_each_write_route_waiting_on_an_erasure_is_410_and_writes_nothing(self):
+        from test_rpc_atomicity import LockHolder, blocked_transaction, transaction_gone
+        routes = [
+            ("POST", "/api/v1/billing/paywall-events", {"type": "view", "placement": "onboarding", "eventId": "racing"}),
+            ("POST", "/api/v1/billing/usage", {"meter": "recurringGeneration", "amount": 1, "idempotencyKey": "racing"}),
+            ("GET", "/api/v1/billing/offerings?placement=onboarding", None),
+        ]
+        for method, path, body in routes:
+            with self.subTest(route=path):
+                user = E.known_user()
+                at = E.now_ms()
+                E.rc_deliver(E.rc_event("INITIAL_PURCHASE", user, at=at - E.HOUR, sub=E.rc_subscription_id(), expires=at + E.DAY))
+                holder = LockHolder(f"SELECT subscription_id FROM billing_subscriptions WHERE user_id = {sql_string(user)} FOR UPDATE")
+                answers = {}
+                try:
+                    s = socket.socket(socket.AF_UNIX)
+                    s.connect(RPC_SOCKET)
+                    s.sendall(json.dumps({"jsonrpc": "2.0", "method": "users.delete", "id": 1,
+                                          "params": {"userId": user, "actor": E.ACTOR}}).encode() + b"\n")
+                    trx, _ = blocked_transaction()
+                    app = threading.Thread(target=lambda: answers.update(r=request(
+                        method, path, body=body, headers={"Authorization": "Bearer " + E.token(user)}, timeout=30)))
+                    app.start()
+                    # The app's request now waits behind the erasure too (two waiting transactions),
+                    # or, for a route that takes no lock first, has not been answered yet.
+                    wait_until(lambda: len(sql("SELECT trx_id FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'")) >= 2, 3)
+                finally:
+                    holder.release()
+                app.join(30)
+                reply = json.loads(s.makefile().readline())
+                s.close()
+                self.assertIn("result", reply, reply)
+                self.assertEqual((answers["r"].status, answers["r"].json()["error"]["code"]), (410, "user_deleted"), answers["r"])
+                self.assertEqual(occurrences([user]), {})
 
 
 class IdsCompareByteForByte(unittest.TestCase):

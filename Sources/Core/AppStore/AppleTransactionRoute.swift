@@ -44,9 +44,11 @@ enum AppleTransactionRoute {
         }
 
         try UserDirectory.ensureKnown(userId, source: .token, createdAt: now, now: now, on: db)
-        let decision = try AppleBinding.bind(subscriptionId: transaction.originalTransactionId, userId: userId, restore: restore,
-                                             policy: policy, transactionId: transaction.transactionId,
-                                             environment: transaction.environment, now: now, on: db)
+        let decision = try UserErasure.whileLive(userId, on: db) {
+            try AppleBinding.bind(subscriptionId: transaction.originalTransactionId, userId: userId, restore: restore,
+                                  policy: policy, transactionId: transaction.transactionId,
+                                  environment: transaction.environment, now: now, on: db)
+        }
         if case .denied = decision {
             context.logger.info("binding denied", ["binding.policy": .string(policy.rawValue), "binding.restore": .bool(restore)])
             throw APIError.conflict("this App Store subscription belongs to another account", code: "subscription_bound_elsewhere")

@@ -19,12 +19,13 @@ enum UserDirectory {
     static func ensureKnown(_ userId: String, source: Source, createdAt: Timestamp, now: Timestamp,
                                    on db: DatabaseConnection) throws -> Bool {
         let created = try db.transaction(retries: 3, isolation: .readCommitted) { db -> Bool in
-            // An erased id is never a user again (SPEC §19): 410 `user_deleted` on the routes.
-            try UserErasure.refuseErased(userId, on: db)
             let result = try db.execute("""
                 INSERT IGNORE INTO billing_users (id, created_at, first_seen_at, last_seen_at, source)
                 VALUES (\(userId), \(createdAt), \(source == .token ? now : nil), \(source == .token ? now : nil), \(source.rawValue))
                 """)
+            // An erased id is never a user again (SPEC §19): 410 `user_deleted` on the routes.
+            // Checked after the insert, under its lock: an erasure committing meanwhile is seen.
+            if result.affectedRows == 1 { try UserErasure.refuseErased(userId, on: db) }
             if result.affectedRows == 1 { try AccessProjector.lockAccessRow(userId: userId, now: now, on: db) }
             return result.affectedRows == 1
         }

@@ -27,12 +27,6 @@ enum UserAdmin {
                                    on db: DatabaseConnection) throws -> ImportResult {
         var seen = Set<String>()
         let unique = users.filter { seen.insert($0.id).inserted }
-        // An erased id never becomes a user again (SPEC §19): the whole call is refused.
-        for start in stride(from: 0, to: unique.count, by: chunkSize) {
-            if let erased = try UserErasure.erased(unique[start..<min(start + chunkSize, unique.count)].map(\.id), on: db).min() {
-                throw BillingError.userDeleted(erased)
-            }
-        }
         let inserted = try db.transaction(retries: 3, isolation: .readCommitted) { db -> Int in
             var inserted = 0
             var start = 0
@@ -43,6 +37,9 @@ enum UserAdmin {
                     query.append(index == 0 ? "(\(user.id), \(user.createdAt), 'import')" : ", (\(user.id), \(user.createdAt), 'import')")
                 }
                 inserted += try db.execute(query).affectedRows
+                // An erased id never becomes a user again (SPEC §19): the whole call is refused
+                // (checked after the insert, under its locks: an erasure committing meanwhile is seen).
+                if let erased = try UserErasure.erased(chunk.map(\.id), on: db).min() { throw BillingError.userDeleted(erased) }
                 let ids = chunk.map { SQLValue.string($0.id) }
                 try db.execute("""
                     INSERT IGNORE INTO billing_access (user_id, revision, updated_at)

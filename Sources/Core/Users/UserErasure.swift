@@ -43,6 +43,27 @@ enum UserErasure {
         if try erasedAt(userId, on: db) != nil { throw BillingError.userDeleted(userId) }
     }
 
+    /// Inside the caller's transaction: share-locks the user's row, so an erasure of him
+    /// waits for this transaction or this one for the erasure (which holds the row from its
+    /// first statement); then throws `userDeleted` when the id was erased. A user not known
+    /// yet (no row) passes unless erased. One primary-key read when he exists.
+    static func holdLive(_ userId: String, on db: DatabaseConnection) throws {
+        if try db.queryOne("SELECT 1 AS live FROM billing_users WHERE id = \(userId) LOCK IN SHARE MODE") != nil { return }
+        try refuseErased(userId, on: db)
+    }
+
+    /// Runs `body`, a write under the user's id; a foreign-key failure because he was erased
+    /// meanwhile (his row went between the route's check and the write) is `userDeleted`
+    /// (410), not a 500.
+    static func whileLive<T>(_ userId: String, on db: DatabaseConnection, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as DatabaseError where error.isConstraintViolation {
+            try refuseErased(userId, on: db)
+            throw error
+        }
+    }
+
     /// Which of `ids` were erased (one query).
     static func erased(_ ids: [String], on db: DatabaseConnection) throws(DatabaseError) -> Set<String> {
         guard !ids.isEmpty else { return [] }
@@ -154,7 +175,10 @@ enum UserErasure {
         // aliases and original ids, anonymous ones included).
         var identities: Set<String> = [userId]
         for entry in payloads where entry.owned {
-            if let payload = entry.payload { identities.formUnion(PersonalData.aliases(in: payload)) }
+            // (Another erased user's tombstone, in a transfer between the two, is no id of his.)
+            if let payload = entry.payload {
+                identities.formUnion(PersonalData.aliases(in: payload).filter { !$0.hasPrefix(tombstonePrefix) && !$0.isEmpty })
+            }
         }
         var changed = 0
         for entry in payloads {
@@ -203,6 +227,9 @@ enum PersonalData {
     static let identityMembers: Set<String> = ["app_user_id", "original_app_user_id", "aliases", "transferred_from",
                                                "transferred_to", "appAccountToken"]
 
+    /// Ids at least this long are also replaced inside longer strings.
+    static let minimumEmbeddedLength = 16
+
     /// Stored payloads are at most what the routes accept.
     static let storedLimits = JSONLimits(maxBytes: 16 << 20, maxDepth: 64)
 
@@ -224,13 +251,21 @@ enum PersonalData {
 
     /// `payload` with `removedMembers` gone and every string (value or member name) equal to
     /// one of `identities` (or, in an identity member, any anonymous RevenueCat id) replaced
-    /// by `tombstone`.
+    /// by `tombstone`, as is an identity of `minimumEmbeddedLength` or more inside a string.
     static func scrub(_ payload: JSON, identities: Set<String>, tombstone: String) -> JSON {
+        // A long id inside a longer string (a URL, a note, an id built from it) goes too;
+        // a short one only as a whole string (it could be a piece of anything).
+        let embedded = identities.filter { $0.utf8.count >= minimumEmbeddedLength }.sorted { $0.utf8.count > $1.utf8.count }
+        func replacingEmbedded(_ s: String) -> String {
+            var out = s
+            for id in embedded where out.contains(id) { out = out.replacing(id, with: tombstone) }
+            return out
+        }
         func clean(_ value: JSON, identity: Bool) -> JSON {
             switch value {
             case .string(let s):
                 if identities.contains(s) || (identity && s.hasPrefix("$RCAnonymousID:")) { return .string(tombstone) }
-                return value
+                return .string(replacingEmbedded(s))
             case .array(let items):
                 var out: [JSON] = []
                 for item in items {
