@@ -18,7 +18,7 @@ from appstoreserverlibrary.models.Environment import Environment
 from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier
 
 import appstore as A
-from billing import VAR_DIR, request, sql_string
+from billing import VAR_DIR, request, rpc, sql_string
 
 CA = os.path.join(VAR_DIR, "testca")
 DAY = 86400_000
@@ -500,6 +500,28 @@ class Binding(unittest.TestCase):
         r = post_transaction(new_user(), self.a.sign(A.transaction_payload(appAccountToken=new_user())))
         self.assertEqual(r.status, 403, r)
         self.assertEqual(r.json()["error"]["code"], "app_account_token_mismatch")
+
+
+class OneSnapshot(unittest.TestCase):
+    """Every answer that carries an access snapshot carries the same one (issue 33): the posted
+    transaction's answer and access.get's snapshot have exactly GET /billing/access's fields."""
+
+    def test_each_snapshot_answer_has_the_fields_of_get_access(self):
+        a = A.load_chain(CA, "a")
+        user = new_user()
+        original = "4" + str(uuid.uuid4().int)[:15]
+        posted = post_transaction(user, a.sign(A.transaction_payload(original_id=original, appAccountToken=user)))
+        self.assertEqual(posted.status, 200, posted)
+        got = access(user)
+        answer = posted.json()
+        self.assertEqual(set(answer) - {"transaction"}, set(got))
+        for key in ["planVersion", "capabilities", "balances", "enforcement"]:
+            self.assertIn(key, answer)
+        self.assertEqual({k: answer[k] for k in ["tier", "phase", "planVersion", "capabilities", "enforcement"]},
+                         {k: got[k] for k in ["tier", "phase", "planVersion", "capabilities", "enforcement"]})
+        self.assertEqual(set(answer["balances"]), set(got["balances"]))
+        snapshot = rpc("access.get", {"userId": user})["result"]["snapshot"]
+        self.assertEqual(set(snapshot), set(got))
 
 
 class Quarantine(unittest.TestCase):

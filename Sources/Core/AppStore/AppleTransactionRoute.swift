@@ -5,13 +5,15 @@
 /// StoreKit replays it), check `appAccountToken` names the caller (403 otherwise), bind the
 /// subscription (`AppleBinding.bind`: same user → idempotent; another owner → 409 under
 /// `deny`, or a move under `restore_moves` with `restore: true`), record the transaction in
-/// the inbox (keyed by `transactionId`) and answer the caller's fresh access snapshot.
+/// the inbox (keyed by `transactionId`) and answer the caller's fresh access snapshot, the
+/// same fields as `GET /billing/access`, plus `transaction {duplicate, binding}`.
 /// With the flag `purchases.enabled` off, 403 `purchases_disabled` before anything is read
 /// (read from the database, not the flag cache: the switch holds from the moment it is set);
 /// the App Store's notifications are never cut (SPEC §14).
 enum AppleTransactionRoute {
-    /// What the route needs of its request context.
-    protocol Context: AppStoreRouteContext, AuthenticatedRequestContext {}
+    /// What the route needs of its request context: it answers a snapshot as the access
+    /// route does, through the same reader (`AccessRoute.loadWithQuota`).
+    protocol Context: AppStoreRouteContext, AccessRoute.Context {}
 
     static func handle(_ request: HTTPRequest, _ context: some Context) throws -> HTTPResponse {
         guard let verifier = context.appleVerifier else {
@@ -54,7 +56,9 @@ enum AppleTransactionRoute {
             throw APIError.conflict("this App Store subscription belongs to another account", code: "subscription_bound_elsewhere")
         }
         let outcome = try AppleIngestion.ingest(delivery, policy: policy, now: now, on: db)
-        guard let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: context.catalog.cadence(of:), on: db) else {
+        // The same snapshot as GET /billing/access (plan, capabilities, balances, enforcement).
+        guard let snapshot = try AccessRoute.loadWithQuota(userId: userId, now: now, cadence: context.catalog.cadence(of:),
+                                                           context: context, on: db) else {
             throw APIError.unavailable()
         }
         var json = snapshot.json
