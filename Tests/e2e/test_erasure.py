@@ -171,7 +171,10 @@ class Erasure(unittest.TestCase):
                                     "actor": E.ACTOR}),
                  ("events.list", {"userId": self.user}),
                  ("events.reproject", {"userId": self.user, "actor": E.ACTOR}),
-                 ("users.import", {"users": [{"id": self.user, "createdAt": "2024-01-01T00:00:00Z"}], "actor": E.ACTOR})]
+                 ("users.import", {"users": [{"id": self.user, "createdAt": "2024-01-01T00:00:00Z"}], "actor": E.ACTOR}),
+                 ("grandfather.applyUsers", {"campaign": "erased-" + uuid.uuid4().hex[:8], "tier": "plus",
+                                             "userIds": [E.new_user(), self.user], "reason": "r", "actor": E.ACTOR}),
+                 ("subscriptions.reconcile", {"userId": self.user, "actor": E.ACTOR})]
         for method, params in calls:
             with self.subTest(method=method):
                 err = rpc_error(method, params)
