@@ -22,7 +22,7 @@ extension RPCMethodRegistry where Context: AccessRPCContext {
             let cadence = context.catalog.cadence(of:)
             return try db.readOnlySnapshot { db -> JSON in
                 if try db.queryOne("SELECT 1 AS known FROM billing_users WHERE id = \(userId)") == nil,
-                   let erasedAt = try UserErasure.erasedAt(userId, on: db) {
+                   let erasedAt = try ErasedUsers.erasedAt(userId, on: db) {
                     // Erased (SPEC §19): nothing of him is left to show but that.
                     return ["user": ["userId": .string(userId), "deleted": true, "deletedAt": .string(erasedAt.iso8601)],
                             "snapshot": .null, "store": [], "grants": [], "campaigns": []]

@@ -46,7 +46,7 @@ enum AppleTransactionRoute {
         }
 
         try UserDirectory.ensureKnown(userId, source: .token, createdAt: now, now: now, on: db)
-        let decision = try UserErasure.whileLive(userId, on: db) {
+        let decision = try ErasedUsers.whileLive(userId, on: db) {
             try AppleBinding.bind(subscriptionId: transaction.originalTransactionId, userId: userId, restore: restore,
                                   policy: policy, transactionId: transaction.transactionId,
                                   environment: transaction.environment, now: now, on: db)

@@ -18,6 +18,21 @@ enum StoredPayload: Sendable, ExpressibleByDictionaryLiteral {
     }
 }
 
+extension StoredPayload {
+    /// The payload with `identities` (erased ids) scrubbed (`PersonalData.scrub`), replaced
+    /// by a tombstone linked to nobody: a delivery naming an erased user after his erasure.
+    func scrubbed(identities: Set<String>) -> StoredPayload {
+        let json: JSON
+        switch self {
+        case .value(let value): json = value
+        case .text(let bytes):
+            guard let value = try? JSON.parse(bytes, limits: PersonalData.storedLimits) else { return self }
+            json = value
+        }
+        return .value(PersonalData.scrub(json, identities: identities, tombstone: ErasedUsers.tombstonePrefix + "unlinked"))
+    }
+}
+
 /// The inbox (`billing_events`) seen from the fold: writing a normalized delivery once and
 /// reading a user's applied events back as `StoreEvent`s.
 enum EventInbox {

@@ -123,7 +123,7 @@ enum EventIngestion {
         var payload = payload
         var erased: Set<String> = []
         if status == .unmatched || event.kind == .transfer {
-            erased = try UserErasure.erased((subjectCandidates + event.transferredFrom + event.transferredTo).filter { !known.contains($0) }, on: db)
+            erased = try ErasedUsers.erased((subjectCandidates + event.transferredFrom + event.transferredTo).filter { !known.contains($0) }, on: db)
             if !erased.isEmpty { payload = payload.scrubbed(identities: erased) }
         }
         let waiting = { (ids: [String]) in ids.filter { !known.contains($0) && !erased.contains($0) } }

@@ -12,7 +12,7 @@ extension RPCMethodRegistry where Context: EventRPCContext {
             let p = request.params
             try p.expectOnly("userId", "provider", "status", "cursor", "limit")
             let userId = try p.optionalString("userId", maxLength: 128)
-            if let userId { try UserErasure.refuseErased(userId, on: try context.requireDatabase()) }
+            if let userId { try ErasedUsers.refuseErased(userId, on: try context.requireDatabase()) }
             let provider = try p.optionalString("provider", oneOf: ["revenuecat", "apple_notification", "apple_transaction"])
             let status = try p.optionalString("status", oneOf: ["applied", "unmatched", "ignored", "failed"])
             let cursor = try p.optionalInt("cursor", in: 1...Int.max).map(UInt64.init)

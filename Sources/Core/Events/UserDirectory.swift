@@ -25,7 +25,7 @@ enum UserDirectory {
                 """)
             // An erased id is never a user again (SPEC §19): 410 `user_deleted` on the routes.
             // Checked after the insert, under its lock: an erasure committing meanwhile is seen.
-            if result.affectedRows == 1 { try UserErasure.refuseErased(userId, on: db) }
+            if result.affectedRows == 1 { try ErasedUsers.refuseErased(userId, on: db) }
             if result.affectedRows == 1 { try AccessProjector.lockAccessRow(userId: userId, now: now, on: db) }
             return result.affectedRows == 1
         }

@@ -60,7 +60,7 @@ extension RPCMethodRegistry where Context: GrandfatherRPCContext {
             let actor = try p.requireActor()
             let db = try context.requireDatabase()
             // An erased id is refused, as by every admin method naming a user (SPEC §19).
-            if let erased = try UserErasure.erased(userIds, on: db).min() { throw BillingError.userDeleted(erased) }
+            if let erased = try ErasedUsers.erased(userIds, on: db).min() { throw BillingError.userDeleted(erased) }
             if try p.optionalBool("dryRun") ?? false {
                 let known = try UserDirectory.knownUsers(userIds, on: db)
                 return ["dryRun": true, "campaign": .string(definition.campaign), "count": .int(Int64(known.count)),

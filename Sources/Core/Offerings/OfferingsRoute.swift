@@ -27,7 +27,7 @@ enum OfferingsRoute {
             throw APIError(.notFound, code: "unknown_placement", message: "no placement \"\(placement)\" in offerings version \(published.version)")
         }
         let (decision, history, flags) = try db.transaction(retries: 3) { db in
-            try UserErasure.holdLive(userId, on: db)   // 410 user_deleted (SPEC §19)
+            try ErasedUsers.holdLive(userId, on: db)   // 410 user_deleted (SPEC §19)
             var stage = 0
             if case .ladder(let ladder)? = contract.placements[placement]?.shows {
                 stage = try OfferingLadder.storedStage(userId: userId, ladder: ladder, on: db)

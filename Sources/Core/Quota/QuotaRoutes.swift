@@ -27,7 +27,7 @@ enum QuotaRoutes {
             throw PayloadError("meter", "unknown meter (GET /api/v1/billing/plans lists them)")
         }
         try UserDirectory.ensureKnownIfNeeded(userId, now: now, on: db)
-        let consumption = try UserErasure.whileLive(userId, on: db) {
+        let consumption = try ErasedUsers.whileLive(userId, on: db) {
             try QuotaService.consume(userId: userId, meter: meter, amount: amount, idempotencyKey: key, now: now,
                                      plans: plans, enforcement: context.flags.current(on: db).enforcement, on: db)
         }

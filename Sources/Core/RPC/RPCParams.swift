@@ -65,16 +65,6 @@ struct RPCParams: Sendable, Equatable {
         try oneOf(key, requireString(key), allowed)
     }
 
-    /// A store environment in any spelling the providers use (`production`, `Production`,
-    /// `PRODUCTION`; likewise sandbox).
-    func requireEnvironment(_ key: String = "environment") throws(RPCError) -> StoreEnvironment {
-        let text = try requireString(key)
-        guard let environment = StoreEnvironment(rawValue: text.lowercased()) else {
-            throw .invalidParams("\"\(key)\" must be one of \"production\", \"sandbox\" (any case)", field: key)
-        }
-        return environment
-    }
-
     func optionalString(_ key: String, oneOf allowed: [String]) throws(RPCError) -> String? {
         guard let text = try optionalString(key) else { return nil }
         return try oneOf(key, text, allowed)

@@ -40,13 +40,6 @@ struct AppStoreServerAPI: Sendable {
                                  clock: clock)
     }
 
-    static func sleep(_ milliseconds: Int64) {
-        guard milliseconds > 0 else { return }
-        var request = timespec(tv_sec: Int(milliseconds / 1000), tv_nsec: Int(milliseconds % 1000) * 1_000_000)
-        var remaining = timespec()
-        while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
-    }
-
     func baseURL(_ environment: Environment) -> String {
         environment == .production ? productionURL : sandboxURL
     }

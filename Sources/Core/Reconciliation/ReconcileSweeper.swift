@@ -45,7 +45,7 @@ final class ReconcileSweeper: Sendable {
             // Sleep in short steps so a stop is not kept waiting.
             var slept: Int64 = 0
             while slept < everyMilliseconds && !isStopped {
-                AppStoreServerAPI.sleep(min(100, everyMilliseconds - slept))
+                sleepMilliseconds(min(100, everyMilliseconds - slept))
                 slept += 100
             }
         }

@@ -17,7 +17,7 @@ struct RevenueCatAPI: Sendable {
 
     /// The client `revenuecat.*` describes; nil when no API key is configured.
     static func load(_ settings: BillingConfiguration.RevenueCat,
-                     sleep: @escaping @Sendable (Int64) -> Void = AppStoreServerAPI.sleep) throws(ConfigurationError) -> RevenueCatAPI? {
+                     sleep: @escaping @Sendable (Int64) -> Void = sleepMilliseconds) throws(ConfigurationError) -> RevenueCatAPI? {
         guard settings.isAPIConfigured, let key = settings.apiKey else { return nil }
         let client = try ProviderAPIClient(settings.client, name: "revenuecat", errorCodeMember: "code", successStatuses: [200, 201],
                                            sleep: sleep)

@@ -56,7 +56,7 @@ enum PaywallEvents {
         let contract = offerings.contract
         let stage = report.offering.flatMap { OfferingLadder.stage(contract, placement: report.placement, offering: $0) }
         return try db.transaction(retries: 3) { db -> (Bool, Bool) in
-            try UserErasure.holdLive(userId, on: db)   // 410 user_deleted (SPEC §19)
+            try ErasedUsers.holdLive(userId, on: db)   // 410 user_deleted (SPEC §19)
             guard try insert(report, userId: userId, stage: stage, offeringVersion: offerings.version, now: now, on: db) else {
                 return (false, false)
             }

@@ -15,7 +15,7 @@ extension RPCParams {
     /// (idempotent) reads it through here.
     func requireLiveUserId(_ key: String = "userId", pattern: UserIdPattern, on db: DatabaseConnection) throws -> String {
         let id = try requireUserId(key, pattern: pattern)
-        try UserErasure.refuseErased(id, on: db)
+        try ErasedUsers.refuseErased(id, on: db)
         return id
     }
 }

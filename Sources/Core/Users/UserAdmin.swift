@@ -39,7 +39,7 @@ enum UserAdmin {
                 inserted += try db.execute(query).affectedRows
                 // An erased id never becomes a user again (SPEC §19): the whole call is refused
                 // (checked after the insert, under its locks: an erasure committing meanwhile is seen).
-                if let erased = try UserErasure.erased(chunk.map(\.id), on: db).min() { throw BillingError.userDeleted(erased) }
+                if let erased = try ErasedUsers.erased(chunk.map(\.id), on: db).min() { throw BillingError.userDeleted(erased) }
                 let ids = chunk.map { SQLValue.string($0.id) }
                 try db.execute("""
                     INSERT IGNORE INTO billing_access (user_id, revision, updated_at)

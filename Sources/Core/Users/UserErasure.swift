@@ -1,4 +1,4 @@
-/// `users.delete` as an erasure (SPEC §19), and the refusal of an erased id everywhere.
+/// `users.delete` as an erasure (SPEC §19); the refusal of an erased id is `ErasedUsers`.
 ///
 /// In one audited transaction, under the user's access lock:
 /// - removed: his access row and store projection, App Store bindings (each unbinding
@@ -12,7 +12,7 @@
 /// - scrubbed: every stored payload naming him, `PersonalData.scrub` (his ids and aliases
 ///   become the tombstone, `subscriber_attributes` go), the columns the fold and the
 ///   statistics read (kinds, products, prices, dates) untouched: subscription totals do not move;
-/// - remembered: the SHA-256 of his id (`billing_erased_users`), so the id is refused on every
+/// - remembered: the SHA-256 of his id (`billing_erased_users`, `ErasedUsers`), so the id is refused on every
 ///   user route (410 `user_deleted`), by every admin method but `access.get`, never becomes a
 ///   user again, and never waits as an event's candidate.
 enum UserErasure {
@@ -27,54 +27,6 @@ enum UserErasure {
         var deletedAt: Timestamp?
     }
 
-    static let tombstonePrefix = "erased:"
-
-    /// SHA-256 (hex) of the id's UTF-8 bytes: what `billing_erased_users` keeps.
-    static func idHash(_ userId: String) -> String { SHA256.hexHash(Array(userId.utf8)) }
-
-    /// When `userId` was erased, or nil.
-    static func erasedAt(_ userId: String, on db: DatabaseConnection) throws(DatabaseError) -> Timestamp? {
-        try db.queryOne("SELECT erased_at FROM billing_erased_users WHERE id_sha256 = \(idHash(userId))")?.timestamp("erased_at")
-    }
-
-    /// Throws `BillingError.userDeleted` (HTTP 410 `user_deleted`, JSON-RPC 1005) when
-    /// `userId` was erased. One primary-key read.
-    static func refuseErased(_ userId: String, on db: DatabaseConnection) throws {
-        if try erasedAt(userId, on: db) != nil { throw BillingError.userDeleted(userId) }
-    }
-
-    /// Inside the caller's transaction: share-locks the user's row, so an erasure of him
-    /// waits for this transaction or this one for the erasure (which holds the row from its
-    /// first statement); then throws `userDeleted` when the id was erased. A user not known
-    /// yet (no row) passes unless erased. One primary-key read when he exists.
-    static func holdLive(_ userId: String, on db: DatabaseConnection) throws {
-        if try db.queryOne("SELECT 1 AS live FROM billing_users WHERE id = \(userId) LOCK IN SHARE MODE") != nil { return }
-        try refuseErased(userId, on: db)
-    }
-
-    /// Runs `body`, a write under the user's id; a foreign-key failure because he was erased
-    /// meanwhile (his row went between the route's check and the write) is `userDeleted`
-    /// (410), not a 500.
-    static func whileLive<T>(_ userId: String, on db: DatabaseConnection, _ body: () throws -> T) throws -> T {
-        do {
-            return try body()
-        } catch let error as DatabaseError where error.isConstraintViolation {
-            try refuseErased(userId, on: db)
-            throw error
-        }
-    }
-
-    /// Which of `ids` were erased (one query).
-    static func erased(_ ids: [String], on db: DatabaseConnection) throws(DatabaseError) -> Set<String> {
-        guard !ids.isEmpty else { return [] }
-        let byHash = Dictionary(ids.map { (idHash($0), $0) }, uniquingKeysWith: { first, _ in first })
-        var result = Set<String>()
-        for row in try db.query("SELECT id_sha256 FROM billing_erased_users WHERE id_sha256 IN (\(list: byHash.keys.sorted().map(SQLValue.string)))") {
-            if let id = byHash[try row.string("id_sha256")] { result.insert(id) }
-        }
-        return result
-    }
-
     /// Erases `userId` (see the type's documentation). Idempotent: an erased id answers
     /// `alreadyDeleted`; a user deleted before erasure existed (his row kept, `deleted_at`
     /// set) is erased now.
@@ -82,14 +34,14 @@ enum UserErasure {
                       policy: BillingConfiguration.Binding.Policy, on db: DatabaseConnection) throws -> Result {
         try db.transaction(retries: 3, isolation: .readCommitted) { db -> Result in
             guard let user = try db.queryOne("SELECT created_at, source FROM billing_users WHERE id = \(userId) FOR UPDATE") else {
-                if let at = try erasedAt(userId, on: db) {
+                if let at = try ErasedUsers.erasedAt(userId, on: db) {
                     return Result(unboundSubscriptions: [], removed: [:], scrubbedEvents: 0, alreadyDeleted: true, deletedAt: at)
                 }
                 throw BillingError.notFound("user", ["userId": .string(userId)])
             }
             // His lock first, as every fold and claim takes it: none of them interleaves.
             _ = try AccessProjector.lockAccessRow(userId: userId, now: now, on: db)
-            let tombstone = tombstonePrefix + Hex.encode(try SecureRandom.bytes(16))
+            let tombstone = ErasedUsers.tombstonePrefix + Hex.encode(try SecureRandom.bytes(16))
             // Marked deleted first: the usage ledger lets its rows go only for a deleted user.
             try db.execute("UPDATE billing_users SET deleted_at = \(now) WHERE id = \(userId)")
             try db.execute("""
@@ -140,7 +92,7 @@ enum UserErasure {
             try scrubAudit(userId: userId, tombstone: tombstone, on: db)
 
             try db.execute("DELETE FROM billing_access WHERE user_id = \(userId)")
-            try db.execute("INSERT INTO billing_erased_users (id_sha256, erased_at) VALUES (\(idHash(userId)), \(now))")
+            try db.execute("INSERT INTO billing_erased_users (id_sha256, erased_at) VALUES (\(ErasedUsers.idHash(userId)), \(now))")
             // Fails (a foreign key) if any table still names him: nothing is left behind.
             try db.execute("DELETE FROM billing_users WHERE id = \(userId)")
 
@@ -177,7 +129,7 @@ enum UserErasure {
         for entry in payloads where entry.owned {
             // (Another erased user's tombstone, in a transfer between the two, is no id of his.)
             if let payload = entry.payload {
-                identities.formUnion(PersonalData.aliases(in: payload).filter { !$0.hasPrefix(tombstonePrefix) && !$0.isEmpty })
+                identities.formUnion(PersonalData.aliases(in: payload).filter { !$0.hasPrefix(ErasedUsers.tombstonePrefix) && !$0.isEmpty })
             }
         }
         var changed = 0
@@ -214,92 +166,5 @@ enum UserErasure {
             let clean = PersonalData.scrub(detail, identities: [userId], tombstone: tombstone)
             if clean != detail { try db.execute("UPDATE audit_log SET detail = \(clean) WHERE id = \(id)") }
         }
-    }
-}
-
-/// What is personal in a stored provider payload, and how it is scrubbed (SPEC §19).
-enum PersonalData {
-    /// Members removed wherever they appear: RevenueCat's customer attributes (`$email`,
-    /// `$displayName`, `$phoneNumber`, push tokens, device ids, any custom attribute).
-    static let removedMembers: Set<String> = ["subscriber_attributes", "attributes"]
-
-    /// Members whose strings (or arrays of strings) are ids of the customer.
-    static let identityMembers: Set<String> = ["app_user_id", "original_app_user_id", "aliases", "transferred_from",
-                                               "transferred_to", "appAccountToken"]
-
-    /// Ids at least this long are also replaced inside longer strings.
-    static let minimumEmbeddedLength = 16
-
-    /// Stored payloads are at most what the routes accept.
-    static let storedLimits = JSONLimits(maxBytes: 16 << 20, maxDepth: 64)
-
-    /// Every id a payload gives its customer (`identityMembers`, at any depth).
-    static func aliases(in payload: JSON) -> Set<String> {
-        var found = Set<String>()
-        func walk(_ value: JSON, identity: Bool) {
-            switch value {
-            case .string(let s) where identity: found.insert(s)
-            case .array(let items): for item in items { walk(item, identity: identity) }
-            case .object(let object):
-                for (key, member) in object { walk(member, identity: identityMembers.contains(key)) }
-            default: break
-            }
-        }
-        walk(payload, identity: false)
-        return found
-    }
-
-    /// `payload` with `removedMembers` gone and every string (value or member name) equal to
-    /// one of `identities` (or, in an identity member, any anonymous RevenueCat id) replaced
-    /// by `tombstone`, as is an identity of `minimumEmbeddedLength` or more inside a string.
-    static func scrub(_ payload: JSON, identities: Set<String>, tombstone: String) -> JSON {
-        // A long id inside a longer string (a URL, a note, an id built from it) goes too;
-        // a short one only as a whole string (it could be a piece of anything).
-        let embedded = identities.filter { $0.utf8.count >= minimumEmbeddedLength }.sorted { $0.utf8.count > $1.utf8.count }
-        func replacingEmbedded(_ s: String) -> String {
-            var out = s
-            for id in embedded where out.contains(id) { out = out.replacing(id, with: tombstone) }
-            return out
-        }
-        func clean(_ value: JSON, identity: Bool) -> JSON {
-            switch value {
-            case .string(let s):
-                if identities.contains(s) || (identity && s.hasPrefix("$RCAnonymousID:")) { return .string(tombstone) }
-                return .string(replacingEmbedded(s))
-            case .array(let items):
-                var out: [JSON] = []
-                for item in items {
-                    let cleaned = clean(item, identity: identity)
-                    // One tombstone per list (a list of his aliases becomes one entry).
-                    if identity, cleaned == .string(tombstone), out.contains(cleaned) { continue }
-                    out.append(cleaned)
-                }
-                return .array(out)
-            case .object(let object):
-                var out = JSONObject()
-                for (key, member) in object where !removedMembers.contains(key) {
-                    out[identities.contains(key) ? tombstone : key] = clean(member, identity: identityMembers.contains(key))
-                }
-                return .object(out)
-            default:
-                return value
-            }
-        }
-        return clean(payload, identity: false)
-    }
-}
-
-extension StoredPayload {
-    /// The payload with `identities` (erased ids) scrubbed (`PersonalData.scrub`), replaced
-    /// by a tombstone linked to nobody: a delivery naming an erased user after his erasure.
-    func scrubbed(identities: Set<String>) -> StoredPayload {
-        let json: JSON
-        switch self {
-        case .value(let value): json = value
-        case .text(let bytes):
-            guard let value = try? JSON.parse(bytes, limits: PersonalData.storedLimits) else { return self }
-            json = value
-        }
-        return .value(PersonalData.scrub(json, identities: identities, tombstone: UserErasure.tombstonePrefix + "unlinked"))
     }
 }

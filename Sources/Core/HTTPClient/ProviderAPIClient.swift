@@ -20,7 +20,7 @@ struct ProviderAPIClient: Sendable {
     init(http: CurlHTTPClient, maxAttempts: Int, maxRetryAfterSeconds: Int,
          backoff: RetrySchedule = RetrySchedule(baseMilliseconds: 500, capMilliseconds: 8000),
          errorCodeMember: String, successStatuses: Set<Int> = [200],
-         sleep: @escaping @Sendable (Int64) -> Void = AppStoreServerAPI.sleep) {
+         sleep: @escaping @Sendable (Int64) -> Void = sleepMilliseconds) {
         self.http = http
         self.maxAttempts = max(1, maxAttempts)
         self.maxRetryAfterSeconds = maxRetryAfterSeconds
@@ -33,7 +33,7 @@ struct ProviderAPIClient: Sendable {
     /// The client `settings` describe (a missing `caFile` is a start-up error). `name` is the
     /// settings' section, for that error.
     init(_ settings: BillingConfiguration.APIClientSettings, name: String, errorCodeMember: String, successStatuses: Set<Int> = [200],
-         sleep: @escaping @Sendable (Int64) -> Void = AppStoreServerAPI.sleep) throws(ConfigurationError) {
+         sleep: @escaping @Sendable (Int64) -> Void = sleepMilliseconds) throws(ConfigurationError) {
         if let caFile = settings.caFile, !FileIO.exists(caFile) { throw ConfigurationError("\(name).caFile: \(caFile) does not exist") }
         let http = CurlHTTPClient(timeoutMilliseconds: settings.timeoutSeconds * 1000,
                                   connectTimeoutMilliseconds: settings.connectTimeoutSeconds * 1000, caFile: settings.caFile)

@@ -1,3 +1,5 @@
+import Glibc
+
 /// Exponential backoff with jitter, the one rule for every wait after a failure: between
 /// the attempts of one API call (5xx, timeouts) and between the pulls of one subscription
 /// after failed pulls. Attempt n (1-based) waits `min(cap, base · 2^(n-1))`, of which a
@@ -31,4 +33,13 @@ struct RetrySchedule: Sendable, Equatable {
     func randomDelay(attempt: Int) -> Int64 {
         delay(attempt: attempt, jitter: Double.random(in: 0..<1))
     }
+}
+
+/// Sleeps the calling thread for `milliseconds` (none for 0 or less), resuming after signals:
+/// the API clients' waits between attempts, and the sweeper's pauses.
+func sleepMilliseconds(_ milliseconds: Int64) {
+    guard milliseconds > 0 else { return }
+    var request = timespec(tv_sec: Int(milliseconds / 1000), tv_nsec: Int(milliseconds % 1000) * 1_000_000)
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
 }
