@@ -20,18 +20,24 @@ let package = Package(
         .library(name: "Core", targets: ["Core"]),
     ],
     targets: [
-        .systemLibrary(name: "CFCGI", path: "Sources/CFCGI", pkgConfig: "fcgi",
-                       providers: [.apt(["libfcgi-dev"])]),
-        .systemLibrary(name: "CMariaDB", path: "Sources/CMariaDB", pkgConfig: "libmariadb",
-                       providers: [.apt(["libmariadb-dev"])]),
-        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
-                       providers: [.apt(["libssl-dev"])]),
-        .systemLibrary(name: "CJansson", path: "Sources/CJansson", pkgConfig: "jansson",
-                       providers: [.apt(["libjansson-dev"])]),
-        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
-                       providers: [.apt(["libcurl4-openssl-dev"])]),
-        .target(name: "Core", dependencies: ["CFCGI", "CMariaDB", "COpenSSL", "CJansson", "CCurl"],
-                swiftSettings: strict),
+        .systemLibrary(
+            name: "CFCGI", path: "Sources/CFCGI", pkgConfig: "fcgi",
+            providers: [.apt(["libfcgi-dev"])]),
+        .systemLibrary(
+            name: "CMariaDB", path: "Sources/CMariaDB", pkgConfig: "libmariadb",
+            providers: [.apt(["libmariadb-dev"])]),
+        .systemLibrary(
+            name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(
+            name: "CJansson", path: "Sources/CJansson", pkgConfig: "jansson",
+            providers: [.apt(["libjansson-dev"])]),
+        .systemLibrary(
+            name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]),
+        .target(
+            name: "Core", dependencies: ["CFCGI", "CMariaDB", "COpenSSL", "CJansson", "CCurl"],
+            swiftSettings: strict),
         .executableTarget(name: "FCGIBilling", dependencies: ["Core"], swiftSettings: strict),
         .executableTarget(name: "RPCAdmin", dependencies: ["Core"], swiftSettings: strict),
         .testTarget(name: "CoreTests", dependencies: ["Core"], swiftSettings: strict),

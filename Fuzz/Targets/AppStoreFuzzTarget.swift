@@ -29,7 +29,8 @@ extension FuzzTargets {
 
     private static let appleCA: (verifier: AppleSignedDataVerifier, leafKey: PrivateKey, x5c: JSON) = {
         // Fuzz/Targets/<this file> → Fuzz/appstore-ca
-        let directory = String(#filePath).split(separator: "/", omittingEmptySubsequences: false).dropLast(2)
+        let directory =
+            String(#filePath).split(separator: "/", omittingEmptySubsequences: false).dropLast(2)
             .joined(separator: "/") + "/appstore-ca"
         do {
             let root = try FileIO.read("\(directory)/a-root.der")
@@ -37,8 +38,9 @@ extension FuzzTargets {
                 .string(Base64.encode(try FileIO.read("\(directory)/a-\(name).der")))
             }
             let key = try PrivateKey(pem: try FileIO.readString("\(directory)/a-leaf-key.pem"))
-            let verifier = AppleSignedDataVerifier(rootCertificates: [root], bundleId: "com.example.fcgibilling",
-                                                   appAppleId: 1234567, environments: ["Production", "Sandbox"])
+            let verifier = AppleSignedDataVerifier(
+                rootCertificates: [root], bundleId: "com.example.fcgibilling",
+                appAppleId: 1234567, environments: ["Production", "Sandbox"])
             return (verifier, key, .array(x5c))
         } catch {
             fuzzFail("appstore: cannot read the fuzz CA in \(directory): \(error)")
@@ -60,8 +62,11 @@ extension FuzzTargets {
             checkAppleDelivery(delivery, provider: .appleNotification)
         case 1:
             let text = String(decoding: rest, as: UTF8.self)
-            guard let delivery = try? AppleDelivery.postedTransaction(text, verifier: ca.verifier, catalog: appleCatalog,
-                                                                      idPattern: .uuid, now: appleNow) else { return }
+            guard
+                let delivery = try? AppleDelivery.postedTransaction(
+                    text, verifier: ca.verifier, catalog: appleCatalog,
+                    idPattern: .uuid, now: appleNow)
+            else { return }
             checkAppleDelivery(delivery, provider: .appleTransaction)
         case 2:
             guard case .object(var payload)? = try? JSON.parse(rest, limits: JSONLimits(maxBytes: 1 << 16, maxDepth: 12)) else { return }
@@ -82,8 +87,9 @@ extension FuzzTargets {
             guard let jws = try? appleSign(.object(payload)) else { return }
             let body = JSON.object(["signedPayload": .string(jws)]).serialized()
             do {
-                let delivery = try AppleWebhook.decode(body: body, verifier: ca.verifier, catalog: appleCatalog, idPattern: .uuid,
-                                                       now: appleNow)
+                let delivery = try AppleWebhook.decode(
+                    body: body, verifier: ca.verifier, catalog: appleCatalog, idPattern: .uuid,
+                    now: appleNow)
                 checkAppleDelivery(delivery, provider: .appleNotification)
             } catch let error as AppleVerificationError {
                 checkOwnSignatureRefusal(error, payloads: signedPayloads)
@@ -92,10 +98,12 @@ extension FuzzTargets {
             }
         case 3:
             guard let payload = try? JSON.parse(rest, limits: JSONLimits(maxBytes: 1 << 16, maxDepth: 12)), payload.objectValue != nil,
-                  let jws = try? appleSign(payload) else { return }
+                let jws = try? appleSign(payload)
+            else { return }
             do {
-                let delivery = try AppleDelivery.postedTransaction(jws, verifier: ca.verifier, catalog: appleCatalog, idPattern: .uuid,
-                                                                   now: appleNow)
+                let delivery = try AppleDelivery.postedTransaction(
+                    jws, verifier: ca.verifier, catalog: appleCatalog, idPattern: .uuid,
+                    now: appleNow)
                 checkAppleDelivery(delivery, provider: .appleTransaction)
             } catch let error as AppleVerificationError {
                 checkOwnSignatureRefusal(error, payloads: [payload])
@@ -104,7 +112,8 @@ extension FuzzTargets {
             }
         default:
             guard let header = try? JSON.parse(rest, limits: JSONLimits(maxBytes: 1 << 16, maxDepth: 8)), header.objectValue != nil,
-                  let jws = try? signRaw(header: header, payload: appleFixedTransaction, key: ca.leafKey, ec: true) else { return }
+                let jws = try? signRaw(header: header, payload: appleFixedTransaction, key: ca.leafKey, ec: true)
+            else { return }
             guard (try? ca.verifier.verifySignedData(jws, now: appleNow)) != nil else { return }
             fuzzCheck(header["alg"]?.stringValue == "ES256", "accepted a header whose alg is not ES256")
             fuzzCheck(header["x5c"]?.arrayValue?.count == 3, "accepted an x5c that is not three certificates")
@@ -125,7 +134,8 @@ extension FuzzTargets {
     /// Data this target signed with the trusted chain is refused only for what it says.
     private static func checkOwnSignatureRefusal(_ error: AppleVerificationError, payloads: [JSON]) {
         if error.isSettingMismatch, let outer = payloads.first, outer["notificationType"]?.stringValue != nil,
-           let uuid = outer["notificationUUID"]?.stringValue {
+            let uuid = outer["notificationUUID"]?.stringValue
+        {
             // One quarantine row per notification (SPEC §19): a mismatch names the notification.
             fuzzCheck(error.notificationUUID == uuid, "a notification's setting mismatch without its notificationUUID")
         }
@@ -157,8 +167,9 @@ extension FuzzTargets {
         if let t = delivery.transaction {
             // billing_apple_bindings / billing_binding_audit columns.
             fuzzCheck(t.transactionId.utf8.count <= 191 && t.originalTransactionId.utf8.count <= 191, "a transaction id longer than its column")
-            fuzzCheck(t.effectiveExpiry == nil || t.effectiveExpiry == [t.expiresDate, t.revocationDate].compactMap { $0 }.min(),
-                      "expiry is not min(expiresDate, revocationDate)")
+            fuzzCheck(
+                t.effectiveExpiry == nil || t.effectiveExpiry == [t.expiresDate, t.revocationDate].compactMap { $0 }.min(),
+                "expiry is not min(expiresDate, revocationDate)")
         }
         let stored = delivery.payload.serialized()
         fuzzCheck((try? JSON.parse(stored, limits: JSONLimits(maxBytes: 1 << 24, maxDepth: 64))) != nil, "stored payload is not valid JSON")

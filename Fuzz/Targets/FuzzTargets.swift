@@ -57,8 +57,9 @@ enum FuzzTargets {
             if UserIdPattern.isWellFormed(id) {
                 fuzzCheck(!id.isEmpty && id.utf8.count <= 128, "a well-formed id of \(id.utf8.count) bytes")
                 fuzzCheck(!id.unicodeScalars.contains { $0.properties.generalCategory == .control }, "a control character in a well-formed id")
-                fuzzCheck(!id.unicodeScalars.first!.properties.isWhitespace && !id.unicodeScalars.last!.properties.isWhitespace,
-                          "whitespace at an end of a well-formed id")
+                fuzzCheck(
+                    !id.unicodeScalars.first!.properties.isWhitespace && !id.unicodeScalars.last!.properties.isWhitespace,
+                    "whitespace at an end of a well-formed id")
             }
             if UserIdPattern(".*")!.matches(id) { fuzzCheck(UserIdPattern.isWellFormed(id), "idPattern matched an ill-formed id") }
             return
@@ -140,13 +141,18 @@ enum FuzzTargets {
             guard let claims = try? JSON.parse(rest, limits: JSONLimits(maxBytes: 4096, maxDepth: 8)) else { return }
             let rsa = mode % 4 == 1
             let header: JSON = ["kid": .string(rsa ? "rsa-1" : "ec-1"), "alg": .string(rsa ? "RS256" : "ES256")]
-            guard let signed = try? signRaw(header: header, payload: claims,
-                                            key: rsa ? signer.rsa : signer.ec, ec: !rsa) else { return }
+            guard
+                let signed = try? signRaw(
+                    header: header, payload: claims,
+                    key: rsa ? signer.rsa : signer.ec, ec: !rsa)
+            else { return }
             token = signed
         default:
             guard let header = try? JSON.parse(rest, limits: JSONLimits(maxBytes: 4096, maxDepth: 8)) else { return }
-            let claims: JSON = ["iss": "https://issuer.example", "aud": "app", "sub": "u",
-                                "iat": .int(now.millisecondsSinceEpoch / 1000), "exp": .int(now.millisecondsSinceEpoch / 1000 + 60)]
+            let claims: JSON = [
+                "iss": "https://issuer.example", "aud": "app", "sub": "u",
+                "iat": .int(now.millisecondsSinceEpoch / 1000), "exp": .int(now.millisecondsSinceEpoch / 1000 + 60),
+            ]
             guard let signed = try? signRaw(header: header, payload: claims, key: signer.rsa, ec: false) else { return }
             token = signed
         }
@@ -179,8 +185,9 @@ enum FuzzTargets {
         }
         let encoded = Base64URL.encode(bytes)
         fuzzCheck((try? Base64URL.decode(encoded)) == bytes, "encode/decode is not the identity")
-        fuzzCheck(!encoded.utf8.contains(where: { $0 == UInt8(ascii: "=") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "/") }),
-                  "base64url output has a non-url character")
+        fuzzCheck(
+            !encoded.utf8.contains(where: { $0 == UInt8(ascii: "=") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "/") }),
+            "base64url output has a non-url character")
         if let decoded = try? Base64.decode(String(decoding: bytes, as: UTF8.self)) {
             _ = Base64.encode(decoded)
         }
@@ -264,8 +271,9 @@ enum FuzzTargets {
                 }
                 checkFitsTheInbox(event, candidates: [user])
                 fuzzCheck(pulled.event.provider == .revenuecatPull && pulled.event.intrinsicAt != nil, "a pulled event without its time")
-                fuzzCheck(pulled.stateDigest.map { _ in pulled.event.kind == .subscriberState } ?? !pulled.event.providerEventId.isEmpty,
-                          "a pulled event without a key")
+                fuzzCheck(
+                    pulled.stateDigest.map { _ in pulled.event.kind == .subscriberState } ?? !pulled.event.providerEventId.isEmpty,
+                    "a pulled event without a key")
             }
         } catch {
             fuzzCheck(!error.message.isEmpty, "payload error without a message")
@@ -277,12 +285,15 @@ enum FuzzTargets {
     static func checkFitsTheInbox(_ event: StoreEvent, candidates: [String]) {
         fuzzCheck(!event.providerEventId.isEmpty && event.providerEventId.utf8.count <= 191, "event id out of bounds")
         fuzzCheck(candidates.allSatisfy(UserIdPattern.uuid.matches), "candidate not matching the id pattern")
-        fuzzCheck(event.priceMilli == nil || event.currency.map { $0.utf8.count == 3 && $0.utf8.allSatisfy { $0 >= 65 && $0 <= 90 } } == true,
-                  "a price without a valid ISO 4217 currency")
-        fuzzCheck(event.rawType.utf8.count <= 64 && (event.platform?.utf8.count ?? 0) <= 32 && (event.cancelReason?.utf8.count ?? 0) <= 64,
-                  "a string longer than its inbox column")
-        fuzzCheck([event.subscriptionId, event.productId, event.newProductId].allSatisfy { ($0?.utf8.count ?? 0) <= 191 },
-                  "an id longer than its inbox column")
+        fuzzCheck(
+            event.priceMilli == nil || event.currency.map { $0.utf8.count == 3 && $0.utf8.allSatisfy { $0 >= 65 && $0 <= 90 } } == true,
+            "a price without a valid ISO 4217 currency")
+        fuzzCheck(
+            event.rawType.utf8.count <= 64 && (event.platform?.utf8.count ?? 0) <= 32 && (event.cancelReason?.utf8.count ?? 0) <= 64,
+            "a string longer than its inbox column")
+        fuzzCheck(
+            [event.subscriptionId, event.productId, event.newProductId].allSatisfy { ($0?.utf8.count ?? 0) <= 191 },
+            "an id longer than its inbox column")
     }
 
     /// `JSON.parse` / `serialized()`: what parses re-serializes to something that parses to the same value.

@@ -1,12 +1,14 @@
-@testable import Core
 import Testing
+
+@testable import Core
 
 private let t0 = Timestamp(iso8601: "2026-03-01T00:00:00Z")!
 private func at(_ hours: Int64) -> Timestamp { t0.adding(seconds: hours * 3600) }
 
 private func grant(starts: Timestamp = at(0), expires: Timestamp? = at(48), revoked: Timestamp? = nil, tier: Tier = .plus) -> Grant {
-    Grant(id: 1, userId: "u", tier: tier, startsAt: starts, expiresAt: expires, reason: "r", campaign: nil,
-          idempotencyKey: "k", grantedBy: "ops", createdAt: at(0), revokedAt: revoked, revokedBy: revoked.map { _ in "ops" })
+    Grant(
+        id: 1, userId: "u", tier: tier, startsAt: starts, expiresAt: expires, reason: "r", campaign: nil,
+        idempotencyKey: "k", grantedBy: "ops", createdAt: at(0), revokedAt: revoked, revokedBy: revoked.map { _ in "ops" })
 }
 
 @Suite struct GrantStatusTests {
@@ -42,14 +44,18 @@ private func grant(starts: Timestamp = at(0), expires: Timestamp? = at(48), revo
 
 @Suite struct OverlayTests {
     private func payingPro(expires: Timestamp = at(24 * 30)) -> StoreProjection {
-        StoreProjection(subscriptions: [SubscriptionState(subscriptionId: "s1", provider: .revenuecat, productId: "pro.monthly",
-                                                          tier: .pro, phase: .active, willRenew: true, expiresAt: expires,
-                                                          lastEventAt: at(0))])
+        StoreProjection(subscriptions: [
+            SubscriptionState(
+                subscriptionId: "s1", provider: .revenuecat, productId: "pro.monthly",
+                tier: .pro, phase: .active, willRenew: true, expiresAt: expires,
+                lastEventAt: at(0))
+        ])
     }
 
     @Test func plusGrantNeverDemotesAPayingPro() {
-        let snapshot = AccessSnapshot(userId: "u", revision: 1, projection: payingPro(), now: at(1),
-                                      overlays: [grant().source(at: at(1))!])
+        let snapshot = AccessSnapshot(
+            userId: "u", revision: 1, projection: payingPro(), now: at(1),
+            overlays: [grant().source(at: at(1))!])
         #expect(snapshot.tier == .pro)
         #expect(snapshot.source == "store")
         #expect(snapshot.sources.map(\.kind) == ["store", "grant"])
@@ -57,8 +63,11 @@ private func grant(starts: Timestamp = at(0), expires: Timestamp? = at(48), revo
     }
 
     @Test func storeTierShowsAgainWhenTheGrantEnds() {
-        let plus = StoreProjection(subscriptions: [SubscriptionState(subscriptionId: "s1", provider: .revenuecat, tier: .plus,
-                                                                     phase: .active, expiresAt: at(1000), lastEventAt: at(0))])
+        let plus = StoreProjection(subscriptions: [
+            SubscriptionState(
+                subscriptionId: "s1", provider: .revenuecat, tier: .plus,
+                phase: .active, expiresAt: at(1000), lastEventAt: at(0))
+        ])
         let g = grant(expires: at(5), tier: .pro)
         let during = AccessSnapshot(userId: "u", revision: 1, projection: plus, now: at(4), overlays: [g.source(at: at(4))].compactMap { $0 })
         #expect((during.tier, during.source) == (.pro, "grant"))
@@ -96,8 +105,11 @@ private func grant(starts: Timestamp = at(0), expires: Timestamp? = at(48), revo
         b.tier = .plus
         let extra = SubscriptionState(subscriptionId: "s2", provider: .revenuecat, lastEventAt: at(0))
         let diffs = EventAdmin.differences(stored: [b, extra], folded: [a])
-        #expect(diffs == [EventAdmin.Difference(subscriptionId: "s1", fields: ["tier"]),
-                          EventAdmin.Difference(subscriptionId: "s2", fields: ["extra"])])
+        #expect(
+            diffs == [
+                EventAdmin.Difference(subscriptionId: "s1", fields: ["tier"]),
+                EventAdmin.Difference(subscriptionId: "s2", fields: ["extra"]),
+            ])
         #expect(EventAdmin.differences(stored: [a], folded: [a]).isEmpty)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+
 @testable import Core
 
 /// The Apple-shaped test CA scripts/test generates (Tests/e2e/appstore.py) in
@@ -24,13 +25,15 @@ struct AppleTestCA {
 
     func sign(_ payload: JSON, chain: String = "a", x5c: [String]? = nil, key: String? = nil, algorithm: String = "ES256") throws -> String {
         let certs = try x5c ?? self.x5c(chain)
-        return try CompactJWS.sign(payload: payload, header: ["x5c": .array(certs.map { .string($0) })],
-                                   key: try self.key(key ?? "\(chain)-leaf"), algorithm: algorithm)
+        return try CompactJWS.sign(
+            payload: payload, header: ["x5c": .array(certs.map { .string($0) })],
+            key: try self.key(key ?? "\(chain)-leaf"), algorithm: algorithm)
     }
 
     func verifier(root: String = "a", environments: [String] = ["Production", "Sandbox"]) throws -> AppleSignedDataVerifier {
-        AppleSignedDataVerifier(rootCertificates: [try der("\(root)-root")], bundleId: "com.example.fcgibilling",
-                                appAppleId: 1234567, environments: environments)
+        AppleSignedDataVerifier(
+            rootCertificates: [try der("\(root)-root")], bundleId: "com.example.fcgibilling",
+            appAppleId: 1234567, environments: environments)
     }
 
     static let catalog: AppleDelivery.Catalog = [
@@ -38,9 +41,11 @@ struct AppleTestCA {
         "com.example.pro.monthly": .init(tier: .pro, cadence: .monthly),
     ]
 
-    static func transaction(id: String = "1000", original: String = "1000", product: String = "com.example.plus.monthly",
-                            signed: Int64 = 1_780_000_000_000, expires: Int64 = 1_782_000_000_000,
-                            extra: JSONObject = [:]) -> JSON {
+    static func transaction(
+        id: String = "1000", original: String = "1000", product: String = "com.example.plus.monthly",
+        signed: Int64 = 1_780_000_000_000, expires: Int64 = 1_782_000_000_000,
+        extra: JSONObject = [:]
+    ) -> JSON {
         var object: JSONObject = [
             "transactionId": .string(id), "originalTransactionId": .string(original), "bundleId": "com.example.fcgibilling",
             "productId": .string(product), "purchaseDate": .int(signed - 1000), "expiresDate": .int(expires),

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Core
 
 /// The pieces the access route's caches are made of: the bounded map, the verified-token
@@ -12,9 +13,9 @@ import Testing
         let cache = BoundedCache<String, Int>(capacity: 2)
         cache.store(1, for: "a")
         cache.store(2, for: "b")
-        cache.store(3, for: "c")          // young was full: {a, b} become old, young = {c}
-        #expect(cache["a"] == 1)          // promoted back to young: {c, a}
-        cache.store(4, for: "d")          // young full again: old = {c, a}, young = {d}; b is gone
+        cache.store(3, for: "c")  // young was full: {a, b} become old, young = {c}
+        #expect(cache["a"] == 1)  // promoted back to young: {c, a}
+        cache.store(4, for: "d")  // young full again: old = {c, a}, young = {d}; b is gone
         #expect(cache["b"] == nil)
         #expect(cache["a"] == 1 && cache["c"] == 3 && cache["d"] == 4)
         for i in 0..<100 { cache.store(i, for: "k\(i)") }
@@ -38,15 +39,18 @@ import Testing
     static let now = Timestamp(secondsSinceEpoch: 1_800_000_000)
 
     static func token(sub: String = "6f1c1a8e-8a4e-4f37-9a44-1d2b3c4d5e6f", exp: Int64 = 1_800_000_600, nbf: Int64? = nil) throws -> String {
-        var claims: JSONObject = ["sub": .string(sub), "iss": "https://issuer.test", "aud": "billing-app", "exp": .int(exp),
-                                  "iat": .int(1_799_999_000)]
+        var claims: JSONObject = [
+            "sub": .string(sub), "iss": "https://issuer.test", "aud": "billing-app", "exp": .int(exp),
+            "iat": .int(1_799_999_000),
+        ]
         if let nbf { claims["nbf"] = .int(nbf) }
         return try CompactJWS.sign(payload: .object(claims), header: ["kid": "ec-1"], key: key, algorithm: "ES256")
     }
 
     static func verifier(cached: Int) throws -> IDTokenVerifier {
-        IDTokenVerifier(keys: TokenKeySet(keys: ["ec-1": try key.publicKey]), issuer: "https://issuer.test", audience: "billing-app",
-                        leewaySeconds: 0, cachedTokens: cached)
+        IDTokenVerifier(
+            keys: TokenKeySet(keys: ["ec-1": try key.publicKey]), issuer: "https://issuer.test", audience: "billing-app",
+            leewaySeconds: 0, cachedTokens: cached)
     }
 
     @Test func aCachedTokenIsStillJudgedAgainstTheClock() throws {
@@ -78,9 +82,12 @@ import Testing
     }
 
     @Test func cachingDoesNotChangeAnyVerdict() throws {
-        let cached = try Self.verifier(cached: 4), uncached = try Self.verifier(cached: 0)
-        let tokens = [try Self.token(), try Self.token(exp: 1_799_999_999), try Self.token(sub: ""), "not.a.token",
-                      try Self.token(nbf: 1_800_000_100)]
+        let cached = try Self.verifier(cached: 4)
+        let uncached = try Self.verifier(cached: 0)
+        let tokens = [
+            try Self.token(), try Self.token(exp: 1_799_999_999), try Self.token(sub: ""), "not.a.token",
+            try Self.token(nbf: 1_800_000_100),
+        ]
         func verdict(_ v: IDTokenVerifier, _ t: String, _ now: Timestamp) -> String {
             do { return try v.verify(t, now: now).subject } catch { return error.reason.rawValue }
         }
@@ -97,9 +104,10 @@ import Testing
     static func at(hours: Int64) -> Timestamp { t0.adding(milliseconds: hours * 3_600_000) }
 
     @Test func aRecordIsJudgedAtEachInstant() {
-        let subscription = SubscriptionState(subscriptionId: "otx-1", provider: .revenuecat, environment: .production,
-                                             productId: "app.plus.monthly", tier: .plus, phase: .active, willRenew: true,
-                                             expiresAt: Self.at(hours: 10), lastEventAt: Self.t0)
+        let subscription = SubscriptionState(
+            subscriptionId: "otx-1", provider: .revenuecat, environment: .production,
+            productId: "app.plus.monthly", tier: .plus, phase: .active, willRenew: true,
+            expiresAt: Self.at(hours: 10), lastEventAt: Self.t0)
         let record = AccessRecord(
             userId: "u", revision: 3, version: 42, unclaimed: false, userCreatedAt: Self.t0, subscriptions: [subscription],
             overlays: [
@@ -122,11 +130,14 @@ import Testing
     @Test func cachedUsageAnswersOnlyForTheWindowsItWasReadFor() {
         let week = QuotaWindow(start: Self.t0, end: Self.at(hours: 168))
         let day = QuotaWindow(start: Self.t0, end: Self.at(hours: 24))
-        let record = AccessRecord(userId: "u", revision: 0, version: 1, unclaimed: false, userCreatedAt: Self.t0,
-                                  subscriptions: [], overlays: [], loadedAt: Self.t0)
-        let entry = SnapshotCache.Entry(record: record, windows: [("recurringGeneration", week), ("explorePlaybackMinutes", day)],
-                                        used: ["recurringGeneration": 2])
-        #expect(entry.used(in: [("recurringGeneration", week), ("explorePlaybackMinutes", day)])
+        let record = AccessRecord(
+            userId: "u", revision: 0, version: 1, unclaimed: false, userCreatedAt: Self.t0,
+            subscriptions: [], overlays: [], loadedAt: Self.t0)
+        let entry = SnapshotCache.Entry(
+            record: record, windows: [("recurringGeneration", week), ("explorePlaybackMinutes", day)],
+            used: ["recurringGeneration": 2])
+        #expect(
+            entry.used(in: [("recurringGeneration", week), ("explorePlaybackMinutes", day)])
                 == ["recurringGeneration": 2, "explorePlaybackMinutes": 0])
         let nextDay = QuotaWindow(start: Self.at(hours: 24), end: Self.at(hours: 48))
         #expect(entry.used(in: [("recurringGeneration", week), ("explorePlaybackMinutes", nextDay)]) == nil)
@@ -147,9 +158,12 @@ import Testing
     // MARK: Rendered snapshots
 
     private static func paying(expires: Timestamp) -> StoreProjection {
-        StoreProjection(subscriptions: [SubscriptionState(subscriptionId: "s1", provider: .revenuecat, productId: "pro.monthly",
-                                                          tier: .pro, phase: .active, willRenew: true, expiresAt: expires,
-                                                          lastEventAt: now)])
+        StoreProjection(subscriptions: [
+            SubscriptionState(
+                subscriptionId: "s1", provider: .revenuecat, productId: "pro.monthly",
+                tier: .pro, phase: .active, willRenew: true, expiresAt: expires,
+                lastEventAt: now)
+        ])
     }
 
     /// Every answer is byte for byte jansson's text of the snapshot at its own instant,
@@ -159,8 +173,9 @@ import Testing
         let cache = SnapshotCache(capacity: 10)
         let expires = Self.now.adding(seconds: 60)
         func snapshot(at seconds: Int64, revision: UInt64 = 1) -> AccessSnapshot {
-            AccessSnapshot(userId: "u", revision: revision, projection: Self.paying(expires: expires),
-                           now: Self.now.adding(seconds: seconds).adding(milliseconds: seconds * 7))
+            AccessSnapshot(
+                userId: "u", revision: revision, projection: Self.paying(expires: expires),
+                now: Self.now.adding(seconds: seconds).adding(milliseconds: seconds * 7))
         }
         for (seconds, revision) in [(0, 1), (1, 1), (1, 1), (2, 2), (30, 2), (61, 2), (62, 2), (70, 3)] as [(Int64, UInt64)] {
             let s = snapshot(at: seconds, revision: revision)
@@ -169,7 +184,9 @@ import Testing
         // Direct: a later read that answers alike is reused, with the new time in place; one
         // past the expiry (phase, tier, willRenew differ), another revision, another user
         // (byte for byte: canonically equivalent ids are different users) are not.
-        let first = snapshot(at: 0), later = snapshot(at: 30), lapsed = snapshot(at: 61)
+        let first = snapshot(at: 0)
+        let later = snapshot(at: 30)
+        let lapsed = snapshot(at: 61)
         let rendered = RenderedSnapshot(first)
         #expect(rendered.body == first.json.serialized())
         #expect(rendered.body(for: later) == later.json.serialized())

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+
 @testable import Core
 
 @Suite struct ConfigurationTests {
@@ -51,8 +52,10 @@ import Testing
             Issue.record("expected a ConfigurationError")
         } catch {
             let text = error.description
-            for key in ["database.port", "database.user", "server.threadsPerWorker", "binding.policy",
-                        "products.p1", "users.idPattern", "reporting.currency", "revenucat: unknown key"] {
+            for key in [
+                "database.port", "database.user", "server.threadsPerWorker", "binding.policy",
+                "products.p1", "users.idPattern", "reporting.currency", "revenucat: unknown key",
+            ] {
                 #expect(text.contains(key), "\(key) missing from: \(text)")
             }
             #expect(error.problems.count == 8)
@@ -73,16 +76,20 @@ import Testing
         let dir = "/tmp/fcgibilling-config-test-\(getpid())"
         mkdir(dir, 0o700)
         defer {
-            unlink("\(dir)/config.json"); unlink("\(dir)/secret"); rmdir(dir)
+            unlink("\(dir)/config.json")
+            unlink("\(dir)/secret")
+            rmdir(dir)
         }
         try write("\(dir)/config.json", #"{"database": {"host": "db.example", "port": 3306}, "revenuecat": {"webhookSecretFile": "\#(dir)/secret"}}"#)
         try write("\(dir)/secret", "Bearer from-file\n")
-        let config = try BillingConfiguration.load(path: "\(dir)/config.json", environment: [
-            "BILLING__database__port": "3310",
-            "BILLING__database__password": "pw with spaces",
-            "BILLING__server__threadsPerWorker": "8",
-            "UNRELATED": "x",
-        ])
+        let config = try BillingConfiguration.load(
+            path: "\(dir)/config.json",
+            environment: [
+                "BILLING__database__port": "3310",
+                "BILLING__database__password": "pw with spaces",
+                "BILLING__server__threadsPerWorker": "8",
+                "UNRELATED": "x",
+            ])
         #expect(config.database.host == "db.example")
         #expect(config.database.port == 3310)
         #expect(config.database.password == "pw with spaces")
@@ -110,13 +117,19 @@ import Testing
     @Test func laterLayerReplacesTheOtherFormOfASecret() throws {
         let dir = "/tmp/fcgibilling-config-twin-\(getpid())"
         mkdir(dir, 0o700)
-        defer { unlink("\(dir)/config.json"); unlink("\(dir)/secret"); rmdir(dir) }
+        defer {
+            unlink("\(dir)/config.json")
+            unlink("\(dir)/secret")
+            rmdir(dir)
+        }
         try write("\(dir)/secret", "from-file\n")
         try write("\(dir)/config.json", #"{"revenuecat": {"webhookSecretFile": "/nonexistent/secret"}, "database": {"password": "base"}}"#)
-        let inline = try BillingConfiguration.load(path: "\(dir)/config.json", environment: [
-            "BILLING__revenuecat__webhookSecret": "Bearer inline",
-            "BILLING__database__passwordFile": "\(dir)/secret",
-        ])
+        let inline = try BillingConfiguration.load(
+            path: "\(dir)/config.json",
+            environment: [
+                "BILLING__revenuecat__webhookSecret": "Bearer inline",
+                "BILLING__database__passwordFile": "\(dir)/secret",
+            ])
         #expect(inline.revenuecat.webhookSecret == "Bearer inline", "the unreadable base file is no longer read")
         #expect(inline.database.password == "from-file")
         for (key, twin) in [("webhookSecret", "webhookSecretFile"), ("passwordFile", "password"), ("privateKeyFile", "privateKey")] {
@@ -183,9 +196,14 @@ import Testing
         try withTLSFiles { dir in
             let caOnly = try BillingConfiguration(json: ["database": ["host": "db.internal", "tls": ["caFile": .string("\(dir)/ca.pem")]]])
             #expect(caOnly.database.tls == DatabaseConfiguration.TLS(caFile: "\(dir)/ca.pem"))
-            let mutual = try BillingConfiguration(json: ["database": ["host": "db.internal", "port": 3306, "tls": [
-                "caFile": .string("\(dir)/ca.pem"), "certFile": .string("\(dir)/cert.pem"), "keyFile": .string("\(dir)/key.pem"),
-            ]]])
+            let mutual = try BillingConfiguration(json: [
+                "database": [
+                    "host": "db.internal", "port": 3306,
+                    "tls": [
+                        "caFile": .string("\(dir)/ca.pem"), "certFile": .string("\(dir)/cert.pem"), "keyFile": .string("\(dir)/key.pem"),
+                    ],
+                ]
+            ])
             #expect(mutual.database.tls == DatabaseConfiguration.TLS(caFile: "\(dir)/ca.pem", certFile: "\(dir)/cert.pem", keyFile: "\(dir)/key.pem"))
             #expect(mutual.description.contains("db.internal:3306 (TLS)"))
         }
@@ -199,14 +217,27 @@ import Testing
             let ca = JSON.string("\(dir)/ca.pem")
             let cases: [(JSON, [String])] = [
                 (["host": "h", "tls": [:]], ["database.tls.caFile: required"]),
-                (["host": "h", "tls": ["caFile": ca, "certFile": .string("\(dir)/cert.pem")]], ["database.tls.keyFile: set certFile and keyFile together"]),
-                (["host": "h", "tls": ["caFile": ca, "keyFile": .string("\(dir)/key.pem")]], ["database.tls.certFile: set certFile and keyFile together"]),
+                (
+                    ["host": "h", "tls": ["caFile": ca, "certFile": .string("\(dir)/cert.pem")]],
+                    ["database.tls.keyFile: set certFile and keyFile together"]
+                ),
+                (
+                    ["host": "h", "tls": ["caFile": ca, "keyFile": .string("\(dir)/key.pem")]],
+                    ["database.tls.certFile: set certFile and keyFile together"]
+                ),
                 (["host": "h", "tls": ["caFile": "/nonexistent/ca.pem"]], ["database.tls.caFile: cannot read /nonexistent/ca.pem"]),
-                (["host": "h", "tls": ["caFile": .string("\(dir)/key.pem")]], ["database.tls.caFile: \(dir)/key.pem: not a PEM file with a CERTIFICATE"]),
-                (["host": "h", "tls": ["caFile": ca, "certFile": .string("\(dir)/cert.pem"), "keyFile": .string("\(dir)/cert.pem")]],
-                 ["database.tls.keyFile: \(dir)/cert.pem: not a PEM file with a PRIVATE KEY"]),
-                (["host": "h", "tls": ["caFile": ca, "certFile": .string("\(dir)/cert.pem"), "keyFile": .string("\(dir)/encrypted-key.pem")]],
-                 ["database.tls.keyFile: \(dir)/encrypted-key.pem: an encrypted private key is not supported"]),
+                (
+                    ["host": "h", "tls": ["caFile": .string("\(dir)/key.pem")]],
+                    ["database.tls.caFile: \(dir)/key.pem: not a PEM file with a CERTIFICATE"]
+                ),
+                (
+                    ["host": "h", "tls": ["caFile": ca, "certFile": .string("\(dir)/cert.pem"), "keyFile": .string("\(dir)/cert.pem")]],
+                    ["database.tls.keyFile: \(dir)/cert.pem: not a PEM file with a PRIVATE KEY"]
+                ),
+                (
+                    ["host": "h", "tls": ["caFile": ca, "certFile": .string("\(dir)/cert.pem"), "keyFile": .string("\(dir)/encrypted-key.pem")]],
+                    ["database.tls.keyFile: \(dir)/encrypted-key.pem: an encrypted private key is not supported"]
+                ),
                 (["host": "h", "tls": ["caFile": ca, "verifyServerCertificate": false]], ["database.tls.verifyServerCertificate: unknown key"]),
                 (["host": "h", "tls": ["caFile": 5]], ["database.tls.caFile: expected a string"]),
                 (["host": "h", "tls": ["caFile": ""]], ["database.tls.caFile: expected a file path"]),
@@ -238,13 +269,15 @@ import Testing
     @Test func tlsThroughEnvironmentOverrides() throws {
         try withTLSFiles { dir in
             try write("\(dir)/config.json", #"{"database": {"socket": "/run/mysqld/mysqld.sock", "user": "billing"}}"#)
-            let config = try BillingConfiguration.load(path: "\(dir)/config.json", environment: [
-                "BILLING__database__socket": "null",
-                "BILLING__database__host": "db.internal",
-                "BILLING__database__tls__caFile": "\(dir)/ca.pem",
-                "BILLING__database__tls__certFile": "\(dir)/cert.pem",
-                "BILLING__database__tls__keyFile": "\(dir)/key.pem",
-            ])
+            let config = try BillingConfiguration.load(
+                path: "\(dir)/config.json",
+                environment: [
+                    "BILLING__database__socket": "null",
+                    "BILLING__database__host": "db.internal",
+                    "BILLING__database__tls__caFile": "\(dir)/ca.pem",
+                    "BILLING__database__tls__certFile": "\(dir)/cert.pem",
+                    "BILLING__database__tls__keyFile": "\(dir)/key.pem",
+                ])
             #expect(config.database.socket == nil)
             #expect(config.database.host == "db.internal")
             #expect(config.database.tls == DatabaseConfiguration.TLS(caFile: "\(dir)/ca.pem", certFile: "\(dir)/cert.pem", keyFile: "\(dir)/key.pem"))
@@ -326,8 +359,12 @@ import Testing
         let sink = try LogSink(path: path, minimumLevel: .info)
         let logger = Logger(sink: sink, clock: FixedClock(Timestamp(millisecondsSinceEpoch: 1_000)))
             .with("process", "billing-fcgi").with("worker.socket", "/run/w-1.sock")
-        let line = ReusedLogLine(logger: logger, message: "request", keys: [("request.id", .string), ("http.status", .integer),
-                                                                            ("outcome", .string)])
+        let line = ReusedLogLine(
+            logger: logger, message: "request",
+            keys: [
+                ("request.id", .string), ("http.status", .integer),
+                ("outcome", .string),
+            ])
         line.set(0, "r1")
         line.set(1, 200)
         line.set(2, "ok")
@@ -341,7 +378,10 @@ import Testing
         let lines = try FileIO.readString(path).split(separator: "\n").map(String.init)
         #expect(lines.count == 3)
         #expect(lines[0] == lines[2], "the reused line equals a line built from scratch")
-        #expect(lines[0] == #"{"ts":"1970-01-01T00:00:01.000Z","level":"info","msg":"request","process":"billing-fcgi","worker.socket":"/run/w-1.sock","request.id":"r1","http.status":200,"outcome":"ok"}"#)
+        #expect(
+            lines[0]
+                == #"{"ts":"1970-01-01T00:00:01.000Z","level":"info","msg":"request","process":"billing-fcgi","worker.socket":"/run/w-1.sock","request.id":"r1","http.status":200,"outcome":"ok"}"#
+        )
         let second = try JSON.parse(lines[1])
         #expect(second["level"] == "warning")
         #expect(second["request.id"] == "r2 \"quoted\" ü")
@@ -354,7 +394,10 @@ import Testing
     /// to the file they were meant for.
     @Test func bufferedLinesKeepTheirOrderAndReachTheirFile() throws {
         let path = "/tmp/fcgibilling-log-buffered-\(getpid()).log"
-        defer { unlink(path); unlink(path + ".1") }
+        defer {
+            unlink(path)
+            unlink(path + ".1")
+        }
         let sink = try LogSink(path: path)
         func line(_ text: String) -> [UInt8] { Array((text + "\n").utf8) }
         func content(_ p: String = path) throws -> String { try FileIO.readString(p) }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Core
 
 @Suite struct CryptoTests {
@@ -12,8 +13,9 @@ import Testing
 
     @Test func hmacSHA256RFC4231() throws {
         // RFC 4231 test case 2.
-        let mac = try HMACSHA256.authenticationCode(key: Array("Jefe".utf8),
-                                                    message: Array("what do ya want for nothing?".utf8))
+        let mac = try HMACSHA256.authenticationCode(
+            key: Array("Jefe".utf8),
+            message: Array("what do ya want for nothing?".utf8))
         #expect(Hex.encode(mac) == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
         // Test case 1: key = 20 x 0x0b.
         let mac1 = try HMACSHA256.authenticationCode(key: [UInt8](repeating: 0x0b, count: 20), message: Array("Hi There".utf8))
@@ -33,8 +35,10 @@ import Testing
     }
 
     @Test func base64RFC4648Vectors() throws {
-        let vectors = ["": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==",
-                       "fooba": "Zm9vYmE=", "foobar": "Zm9vYmFy"]
+        let vectors = [
+            "": "", "f": "Zg==", "fo": "Zm8=", "foo": "Zm9v", "foob": "Zm9vYg==",
+            "fooba": "Zm9vYmE=", "foobar": "Zm9vYmFy",
+        ]
         for (plain, encoded) in vectors {
             #expect(Base64.encode(Array(plain.utf8)) == encoded)
             #expect(try Base64.decode(encoded) == Array(plain.utf8))

@@ -1,5 +1,6 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import Core
 
 // The entitlement rules of SPEC §5–6 as the stores really exercise them, each proved over
@@ -10,16 +11,19 @@ private func day(_ n: Int64, hour: Int64 = 0) -> Timestamp {
 }
 
 /// An event as either provider delivers it: RevenueCat (relayed) or the App Store (signed).
-private func event(_ provider: EventProvider, _ kind: EventKind, id: String, at: Timestamp, purchased: Int64,
-                   expires: Int64?, sub: String = "otid-1", product: String = "plus.monthly", tier: Tier = .plus,
-                   trial: Bool = false, grace: Timestamp? = nil, inBillingRetry: Bool? = nil, willRenew: Bool? = nil,
-                   newProduct: String? = nil, cancelReason: String? = nil) -> StoreEvent {
-    StoreEvent(provider: provider, providerEventId: id, rawType: kind.rawValue.uppercased(), kind: kind, intrinsicAt: at,
-               subscriptionId: sub, productId: product, tier: tier, periodType: trial ? "TRIAL" : "NORMAL", isTrial: trial,
-               environment: .production, platform: "app_store", purchasedAt: day(purchased), expiresAt: expires.map { day($0) },
-               graceExpiresAt: grace, cancelReason: cancelReason, newProductId: newProduct,
-               newTier: newProduct.map { $0.contains("pro") ? .pro : .plus }, effectiveAt: expires.map { day($0) },
-               willRenew: willRenew, inBillingRetry: inBillingRetry)
+private func event(
+    _ provider: EventProvider, _ kind: EventKind, id: String, at: Timestamp, purchased: Int64,
+    expires: Int64?, sub: String = "otid-1", product: String = "plus.monthly", tier: Tier = .plus,
+    trial: Bool = false, grace: Timestamp? = nil, inBillingRetry: Bool? = nil, willRenew: Bool? = nil,
+    newProduct: String? = nil, cancelReason: String? = nil
+) -> StoreEvent {
+    StoreEvent(
+        provider: provider, providerEventId: id, rawType: kind.rawValue.uppercased(), kind: kind, intrinsicAt: at,
+        subscriptionId: sub, productId: product, tier: tier, periodType: trial ? "TRIAL" : "NORMAL", isTrial: trial,
+        environment: .production, platform: "app_store", purchasedAt: day(purchased), expiresAt: expires.map { day($0) },
+        graceExpiresAt: grace, cancelReason: cancelReason, newProductId: newProduct,
+        newTier: newProduct.map { $0.contains("pro") ? .pro : .plus }, effectiveAt: expires.map { day($0) },
+        willRenew: willRenew, inBillingRetry: inBillingRetry)
 }
 
 private func permutations<T>(_ items: [T]) -> [[T]] {
@@ -60,10 +64,12 @@ private func foldEveryOrder(_ events: [StoreEvent], sourceLocation: SourceLocati
         let issueAt = day(30, hour: 1)
         for withGrace in [true, false] {
             for (offset, idOfNotice) in [(-1, "c"), (0, "a"), (0, "z"), (1, "c")] {
-                let issue = event(.revenuecat, .billingIssue, id: "m", at: issueAt, purchased: 0, expires: 30,
-                                  grace: withGrace ? day(46) : nil)
-                let notice = event(.revenuecat, .billingIssue, id: idOfNotice, at: issueAt.adding(seconds: Int64(offset) * 60),
-                                   purchased: 0, expires: 30, cancelReason: "BILLING_ERROR")
+                let issue = event(
+                    .revenuecat, .billingIssue, id: "m", at: issueAt, purchased: 0, expires: 30,
+                    grace: withGrace ? day(46) : nil)
+                let notice = event(
+                    .revenuecat, .billingIssue, id: idOfNotice, at: issueAt.adding(seconds: Int64(offset) * 60),
+                    purchased: 0, expires: 30, cancelReason: "BILLING_ERROR")
                 let projection = foldEveryOrder([purchase, issue, notice])
                 let during = judge([purchase, issue, notice], at: day(40))
                 if withGrace {
@@ -85,14 +91,18 @@ private func foldEveryOrder(_ events: [StoreEvent], sourceLocation: SourceLocati
     /// BILLING_RECOVERY, each carrying renewal info as Apple signs it.
     @Test func appStoreFailedRenewalGraceAndRecovery() {
         let purchase = event(.appleNotification, .purchase, id: "n1", at: day(0), purchased: 0, expires: 30)
-        let failGrace = event(.appleNotification, .billingIssue, id: "n2", at: day(30, hour: 1), purchased: 0, expires: 30,
-                              grace: day(46), inBillingRetry: true, willRenew: true)
-        let failRetry = event(.appleNotification, .billingIssue, id: "n2", at: day(30, hour: 1), purchased: 0, expires: 30,
-                              inBillingRetry: true, willRenew: true)
-        let graceExpired = event(.appleNotification, .billingIssue, id: "n3", at: day(46, hour: 1), purchased: 0, expires: 30,
-                                 grace: day(46), inBillingRetry: true, willRenew: true)
-        let recovery = event(.appleNotification, .renewal, id: "n4", at: day(50), purchased: 50, expires: 80,
-                             inBillingRetry: false, willRenew: true)
+        let failGrace = event(
+            .appleNotification, .billingIssue, id: "n2", at: day(30, hour: 1), purchased: 0, expires: 30,
+            grace: day(46), inBillingRetry: true, willRenew: true)
+        let failRetry = event(
+            .appleNotification, .billingIssue, id: "n2", at: day(30, hour: 1), purchased: 0, expires: 30,
+            inBillingRetry: true, willRenew: true)
+        let graceExpired = event(
+            .appleNotification, .billingIssue, id: "n3", at: day(46, hour: 1), purchased: 0, expires: 30,
+            grace: day(46), inBillingRetry: true, willRenew: true)
+        let recovery = event(
+            .appleNotification, .renewal, id: "n4", at: day(50), purchased: 50, expires: 80,
+            inBillingRetry: false, willRenew: true)
         _ = foldEveryOrder([purchase, failGrace, graceExpired, recovery])
         var r = judge([purchase, failGrace], at: day(40))
         #expect(r.tier == .plus && r.phase == .grace && r.state?.graceExpiresAt == day(46))
@@ -127,8 +137,9 @@ private func foldEveryOrder(_ events: [StoreEvent], sourceLocation: SourceLocati
                     let refundP1 = event(provider, kind, id: "3", at: day(refundDay), purchased: 0, expires: 30)
                     _ = foldEveryOrder([p1, p2, refundP1])
                     let r = judge([refundP1, p2, p1], at: day(40))
-                    #expect(r.tier == .plus && r.phase == .active && r.state?.expiresAt == day(60),
-                            "\(provider) \(kind) of P1 on day \(refundDay)")
+                    #expect(
+                        r.tier == .plus && r.phase == .active && r.state?.expiresAt == day(60),
+                        "\(provider) \(kind) of P1 on day \(refundDay)")
                 }
                 let refundP2 = event(provider, kind, id: "4", at: day(35), purchased: 30, expires: 35)
                 _ = foldEveryOrder([p1, p2, refundP2])
@@ -154,23 +165,28 @@ private func foldEveryOrder(_ events: [StoreEvent], sourceLocation: SourceLocati
     @Test func renewalInfoCountsOnAnyKind() {
         let purchase = event(.appleNotification, .purchase, id: "n1", at: day(0), purchased: 0, expires: 30)
         for kind in [EventKind.uncancellation, .priceIncrease, .extension, .cancellation, .unknown] {
-            let graceInfo = event(.appleNotification, kind, id: "n2", at: day(30, hour: 2), purchased: 0, expires: 30,
-                                  grace: day(44), inBillingRetry: true, willRenew: kind != .cancellation)
+            let graceInfo = event(
+                .appleNotification, kind, id: "n2", at: day(30, hour: 2), purchased: 0, expires: 30,
+                grace: day(44), inBillingRetry: true, willRenew: kind != .cancellation)
             let r = judge([graceInfo, purchase], at: day(35))
             #expect(r.tier == .plus && r.phase == .grace && r.state?.graceExpiresAt == day(44), "\(kind)")
-            let retryInfo = event(.appleNotification, kind, id: "n2", at: day(30, hour: 2), purchased: 0, expires: 30,
-                                  inBillingRetry: true, willRenew: true)
+            let retryInfo = event(
+                .appleNotification, kind, id: "n2", at: day(30, hour: 2), purchased: 0, expires: 30,
+                inBillingRetry: true, willRenew: true)
             #expect(judge([retryInfo, purchase], at: day(35)).phase == .billingRetry, "\(kind)")
         }
-        let off = event(.appleNotification, .priceIncrease, id: "n3", at: day(5), purchased: 0, expires: 30,
-                        inBillingRetry: false, willRenew: false)
+        let off = event(
+            .appleNotification, .priceIncrease, id: "n3", at: day(5), purchased: 0, expires: 30,
+            inBillingRetry: false, willRenew: false)
         #expect(judge([purchase, off], at: day(6)).state?.willRenew == false)
-        let downgrade = event(.appleNotification, .renewal, id: "n4", at: day(30), purchased: 30, expires: 60, product: "pro.monthly",
-                              tier: .pro, inBillingRetry: false, willRenew: true, newProduct: "plus.monthly")
+        let downgrade = event(
+            .appleNotification, .renewal, id: "n4", at: day(30), purchased: 30, expires: 60, product: "pro.monthly",
+            tier: .pro, inBillingRetry: false, willRenew: true, newProduct: "plus.monthly")
         var r = judge([purchase, downgrade], at: day(31))
         #expect(r.tier == .pro && r.state?.pendingChange == PendingChange(productId: "plus.monthly", tier: .plus, effectiveAt: day(60)))
-        let same = event(.appleNotification, .uncancellation, id: "n5", at: day(32), purchased: 30, expires: 60, product: "pro.monthly",
-                         tier: .pro, inBillingRetry: false, willRenew: true, newProduct: "pro.monthly")
+        let same = event(
+            .appleNotification, .uncancellation, id: "n5", at: day(32), purchased: 30, expires: 60, product: "pro.monthly",
+            tier: .pro, inBillingRetry: false, willRenew: true, newProduct: "pro.monthly")
         r = judge([same, purchase, downgrade], at: day(33))
         #expect(r.state?.pendingChange == nil)
         // RevenueCat carries no renewal info: its events' fields say nothing of the kind.
@@ -236,18 +252,22 @@ private func foldEveryOrder(_ events: [StoreEvent], sourceLocation: SourceLocati
             switch c.kind {
             case .paid, .trial:
                 let trial = c.kind == .trial
-                subscriptions.append(SubscriptionState(
-                    subscriptionId: "s\(i)", provider: .appleNotification, productId: "\(c.tier.rawValue).monthly", tier: c.tier,
-                    phase: trial ? .trial : .active, willRenew: true, inTrialPeriod: trial, purchasedAt: day(0),
-                    expiresAt: trial ? day(7) : day(30), trialStartsAt: trial ? day(0) : nil, trialEndsAt: trial ? day(7) : nil,
-                    lastEventAt: day(Int64(i))))
+                subscriptions.append(
+                    SubscriptionState(
+                        subscriptionId: "s\(i)", provider: .appleNotification, productId: "\(c.tier.rawValue).monthly", tier: c.tier,
+                        phase: trial ? .trial : .active, willRenew: true, inTrialPeriod: trial, purchasedAt: day(0),
+                        expiresAt: trial ? day(7) : day(30), trialStartsAt: trial ? day(0) : nil, trialEndsAt: trial ? day(7) : nil,
+                        lastEventAt: day(Int64(i))))
             case .grant, .campaign:
-                overlays.append(AccessSnapshot.AccessSource(tier: c.tier, kind: c.kind.rawValue, expiresAt: nil,
-                                                            campaign: c.kind == .campaign ? "c\(i)" : nil))
+                overlays.append(
+                    AccessSnapshot.AccessSource(
+                        tier: c.tier, kind: c.kind.rawValue, expiresAt: nil,
+                        campaign: c.kind == .campaign ? "c\(i)" : nil))
             }
         }
-        var snapshot = AccessSnapshot(userId: "u", revision: 1, projection: StoreProjection(subscriptions: subscriptions),
-                                      now: day(3), overlays: overlays)
+        var snapshot = AccessSnapshot(
+            userId: "u", revision: 1, projection: StoreProjection(subscriptions: subscriptions),
+            now: day(3), overlays: overlays)
         snapshot.userCreatedAt = day(-100)
         return snapshot
     }
@@ -281,7 +301,8 @@ private func foldEveryOrder(_ events: [StoreEvent], sourceLocation: SourceLocati
                     expected = i == 0 ? l : Self.generous(expected, l)
                 }
                 let got = plan.meters.first { $0.name == meter }
-                #expect(got != nil && got!.limit == expected, "\(cases) \(meter): \(String(describing: got?.limit)) != \(String(describing: expected))")
+                #expect(
+                    got != nil && got!.limit == expected, "\(cases) \(meter): \(String(describing: got?.limit)) != \(String(describing: expected))")
                 // The window is that of a tier giving the limit (the trial window for a trial).
                 if let got {
                     #expect(contract.tiers[got.planTier]?.meters[meter]?.limit == expected)
@@ -314,16 +335,19 @@ private func foldEveryOrder(_ events: [StoreEvent], sourceLocation: SourceLocati
         #expect(trialAlone["recurringGeneration"] == 1 && trialAlone["fileUploads"] == 5, "a trial alone keeps the trial allowance")
         let free = QuotaResolution.plan(sources: Self.snapshot([]).planSources, plans: Self.v1, anchor: day(-100), now: day(3))
         #expect(free.planTier == .free && free.meters.first { $0.name == "recurringGeneration" }?.limit == 1)
-        let proTrial = QuotaResolution.plan(sources: Self.snapshot([Case(kind: .trial, tier: .pro)]).planSources, plans: Self.v1,
-                                            anchor: day(-100), now: day(3))
+        let proTrial = QuotaResolution.plan(
+            sources: Self.snapshot([Case(kind: .trial, tier: .pro)]).planSources, plans: Self.v1,
+            anchor: day(-100), now: day(3))
         #expect(proTrial.capabilities.contains("sourceMonitoring"), "a Pro trial gives Pro's capabilities")
     }
 
     /// A lapsed source counts for nothing: the trial that ended leaves the paid period's plan.
     @Test func onlySourcesInForceCount() {
         let snapshot = Self.snapshot([Case(kind: .trial, tier: .pro), Case(kind: .paid, tier: .plus)])
-        var later = AccessSnapshot(userId: "u", revision: 1, projection: StoreProjection(subscriptions: [snapshot.store!] +
-            snapshot.storeInForce.filter { $0.subscriptionId != snapshot.store!.subscriptionId }), now: day(8))
+        var later = AccessSnapshot(
+            userId: "u", revision: 1,
+            projection: StoreProjection(
+                subscriptions: [snapshot.store!] + snapshot.storeInForce.filter { $0.subscriptionId != snapshot.store!.subscriptionId }), now: day(8))
         later.userCreatedAt = day(-100)
         #expect(later.planSources.map(\.tier) == [.plus])
         let plan = QuotaResolution.plan(sources: later.planSources, plans: Self.v1, anchor: day(-100), now: day(8))

@@ -1,10 +1,13 @@
 import Testing
+
 @testable import Core
 
 /// SPEC §19: what a user id may be, and how a stored payload is scrubbed on erasure.
 @Suite struct ErasureTests {
-    @Test(arguments: ["u1 ", " u1", "u1\t", "\nu1", "u1\u{00A0}", "u1\u{0085}", "\u{3000}u1", "u1\u{2003}",
-                      "u\u{7F}1", "u\u{01}1", "u\u{9F}1", "", String(repeating: "a", count: 129)])
+    @Test(arguments: [
+        "u1 ", " u1", "u1\t", "\nu1", "u1\u{00A0}", "u1\u{0085}", "\u{3000}u1", "u1\u{2003}",
+        "u\u{7F}1", "u\u{01}1", "u\u{9F}1", "", String(repeating: "a", count: 129),
+    ])
     func anIdWithInvisibleBytesIsNotWellFormed(_ id: String) {
         #expect(!UserIdPattern.isWellFormed(id))
         #expect(!UserIdPattern.uuid.matches(id))
@@ -16,7 +19,8 @@ import Testing
     }
 
     @Test func scrubbingReplacesHisIdsAndDropsAttributesAndKeepsWhatTheFoldReads() throws {
-        let payload = try JSON.parse("""
+        let payload = try JSON.parse(
+            """
             {"api_version":"1.0","event":{"id":"E1","type":"INITIAL_PURCHASE","app_user_id":"u-1",
              "original_app_user_id":"$RCAnonymousID:aa","aliases":["u-1","$RCAnonymousID:aa","$RCAnonymousID:bb"],
              "product_id":"p","price":4.99,"currency":"EUR","purchased_at_ms":1,"note":"u-1",

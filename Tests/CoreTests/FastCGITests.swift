@@ -1,18 +1,21 @@
 import Glibc
 import Testing
+
 @testable import Core
 
 @Suite struct FastCGIResponseEncoderTests {
     @Test func writesStatusHeadersLengthAndBody() {
         let response = HTTPResponse.json(.ok, ["ok": true])
         let bytes = FastCGIResponseEncoder.encode(response, requestID: "abc")
-        #expect(String(decoding: bytes, as: UTF8.self)
-            == "Status: 200 OK\r\nContent-Type: application/json\r\nX-Request-Id: abc\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
+        #expect(
+            String(decoding: bytes, as: UTF8.self)
+                == "Status: 200 OK\r\nContent-Type: application/json\r\nX-Request-Id: abc\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
     }
 
     @Test func computesLengthAndStripsInjectedLineBreaks() {
-        var response = HTTPResponse(status: .notFound, headers: ["Content-Length": "999", "X-Evil": "a\r\nSet-Cookie: x=1"],
-                                    body: [1, 2, 3])
+        var response = HTTPResponse(
+            status: .notFound, headers: ["Content-Length": "999", "X-Evil": "a\r\nSet-Cookie: x=1"],
+            body: [1, 2, 3])
         response.headers["Allow"] = "GET"
         let text = String(decoding: FastCGIResponseEncoder.encode(response, requestID: nil), as: UTF8.self)
         #expect(text.hasPrefix("Status: 404 Not Found\r\n"))
@@ -37,29 +40,46 @@ import Testing
         var info = stat()
         #expect(lstat(path, &info) == 0)
         #expect(info.st_mode & 0o777 == 0o600)
-        let pool = FastCGIWorkerPool(listener: listener,
-                                     configuration: .init(threads: 2, maxBodyBytes: 8, maxDrainBytes: 1 << 20),
-                                     router: BillingRoutes.makeRouter(), logger: .discarding, requestStop: {},
-                                     makeContext: { index in BillingRequestContext(workerIndex: index) })
+        let pool = FastCGIWorkerPool(
+            listener: listener,
+            configuration: .init(threads: 2, maxBodyBytes: 8, maxDrainBytes: 1 << 20),
+            router: BillingRoutes.makeRouter(), logger: .discarding, requestStop: {},
+            makeContext: { index in BillingRequestContext(workerIndex: index) })
         try pool.start()
 
-        let ping = try FastCGITestClient.request(path: path, params: ["REQUEST_METHOD": "GET", "REQUEST_URI": "/api/v1/ping",
-                                                                      "REQUEST_ID": "req-1"])
+        let ping = try FastCGITestClient.request(
+            path: path,
+            params: [
+                "REQUEST_METHOD": "GET", "REQUEST_URI": "/api/v1/ping",
+                "REQUEST_ID": "req-1",
+            ])
         #expect(ping.hasPrefix("Status: 200 OK\r\n"))
         #expect(ping.contains("X-Request-Id: req-1\r\n"))
         #expect(ping.hasSuffix("\r\n\r\n{\"ok\":true}"))
 
-        let tooLarge = try FastCGITestClient.request(path: path, params: ["REQUEST_METHOD": "POST", "REQUEST_URI": "/api/v1/ping",
-                                                                          "CONTENT_LENGTH": "100"],
-                                                     body: [UInt8](repeating: 65, count: 100))
+        let tooLarge = try FastCGITestClient.request(
+            path: path,
+            params: [
+                "REQUEST_METHOD": "POST", "REQUEST_URI": "/api/v1/ping",
+                "CONTENT_LENGTH": "100",
+            ],
+            body: [UInt8](repeating: 65, count: 100))
         #expect(tooLarge.hasPrefix("Status: 413 Payload Too Large\r\n"))
         #expect(tooLarge.contains(#"{"error":{"code":"payload_too_large","#))
 
-        let short = try FastCGITestClient.request(path: path, params: ["REQUEST_METHOD": "POST", "REQUEST_URI": "/api/v1/ping",
-                                                                       "CONTENT_LENGTH": "5"], body: [1, 2])
+        let short = try FastCGITestClient.request(
+            path: path,
+            params: [
+                "REQUEST_METHOD": "POST", "REQUEST_URI": "/api/v1/ping",
+                "CONTENT_LENGTH": "5",
+            ], body: [1, 2])
         #expect(short.hasPrefix("Status: 400 Bad Request\r\n"))
-        let long = try FastCGITestClient.request(path: path, params: ["REQUEST_METHOD": "POST", "REQUEST_URI": "/api/v1/ping",
-                                                                      "CONTENT_LENGTH": "1"], body: [1, 2])
+        let long = try FastCGITestClient.request(
+            path: path,
+            params: [
+                "REQUEST_METHOD": "POST", "REQUEST_URI": "/api/v1/ping",
+                "CONTENT_LENGTH": "1",
+            ], body: [1, 2])
         #expect(long.hasPrefix("Status: 400 Bad Request\r\n"))
         #expect(long.contains("longer than Content-Length"))
 

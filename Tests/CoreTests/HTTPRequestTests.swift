@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Core
 
 @Suite struct HTTPRequestTests {
@@ -21,8 +22,11 @@ import Testing
         #expect(request.method == .post)
         #expect(request.path == "/api/v1/billing/usage")
         #expect(request.queryString == "dry=1&name=a%20b+c&flag")
-        #expect(request.queryItems == [QueryItem(name: "dry", value: "1"), QueryItem(name: "name", value: "a b c"),
-                                       QueryItem(name: "flag", value: "")])
+        #expect(
+            request.queryItems == [
+                QueryItem(name: "dry", value: "1"), QueryItem(name: "name", value: "a b c"),
+                QueryItem(name: "flag", value: ""),
+            ])
         #expect(request.queryValue("name") == "a b c")
         #expect(request.remoteAddress == "203.0.113.9")
         #expect(request.body == Array("{}".utf8))
@@ -69,10 +73,11 @@ import Testing
     }
 
     @Test func queryDecodingKeepsInvalidEscapes() {
-        #expect(QueryItem.parse("a=%zz&b=%4&c=%41%42&&d==e") == [
-            QueryItem(name: "a", value: "%zz"), QueryItem(name: "b", value: "%4"), QueryItem(name: "c", value: "AB"),
-            QueryItem(name: "d", value: "=e"),
-        ])
+        #expect(
+            QueryItem.parse("a=%zz&b=%4&c=%41%42&&d==e") == [
+                QueryItem(name: "a", value: "%zz"), QueryItem(name: "b", value: "%4"), QueryItem(name: "c", value: "AB"),
+                QueryItem(name: "d", value: "=e"),
+            ])
     }
 
     @Test func requestIDPrefersNginxAndRejectsUnsafeValues() {

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Core
 
 /// Regressions found by the hostile-input suite (issue 7): scripts/fuzz and Tests/e2e/test_hostile.py.
@@ -33,12 +34,16 @@ import Testing
     /// A JSON body route refused a form or text body only by failing to parse it (or not at
     /// all, when the bytes happened to be JSON): now 415 before parsing.
     @Test func jsonMediaTypes() {
-        for accepted in [nil, "", "application/json", "Application/JSON", "application/json; charset=utf-8",
-                         " application/json ;charset=UTF-8", "application/vnd.api+json"] {
+        for accepted in [
+            nil, "", "application/json", "Application/JSON", "application/json; charset=utf-8",
+            " application/json ;charset=UTF-8", "application/vnd.api+json",
+        ] {
             #expect(HTTPRequest.isJSONMediaType(accepted), "\(String(describing: accepted))")
         }
-        for refused in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
-                        "application/jsonx", "json", "text/json+x", "application/xml", "application/json-patch"] {
+        for refused in [
+            "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+            "application/jsonx", "json", "text/json+x", "application/xml", "application/json-patch",
+        ] {
             #expect(!HTTPRequest.isJSONMediaType(refused), "\(refused)")
         }
     }
@@ -58,8 +63,9 @@ import Testing
     @Test(arguments: [Int64.max, Int64.max - 30, 9_223_372_036_854_775, 253_402_300_800, -1, Int64.min])
     func outOfRangeNumericDatesAreMalformed(value: Int64) throws {
         let key = try PrivateKey.generateEC()
-        let verifier = IDTokenVerifier(keys: TokenKeySet(keys: ["k": try key.publicKey]), issuer: "iss", audience: "aud",
-                                       leewaySeconds: 60)
+        let verifier = IDTokenVerifier(
+            keys: TokenKeySet(keys: ["k": try key.publicKey]), issuer: "iss", audience: "aud",
+            leewaySeconds: 60)
         let now = Timestamp(secondsSinceEpoch: 1_750_000_000)
         for claim in ["exp", "nbf", "iat"] {
             var claims: JSONObject = ["iss": "iss", "aud": "aud", "sub": "u", "iat": 1_750_000_000, "exp": 1_750_000_600]
@@ -67,8 +73,9 @@ import Testing
             let token = try CompactJWS.sign(payload: .object(claims), header: ["kid": "k"], key: key, algorithm: "ES256")
             #expect(throws: AuthError(.malformed), "\(claim) = \(value)") { try verifier.verify(token, now: now) }
         }
-        let fine = try CompactJWS.sign(payload: ["iss": "iss", "aud": "aud", "sub": "u", "iat": 1_750_000_000, "exp": 253_402_300_799],
-                                       header: ["kid": "k"], key: key, algorithm: "ES256")
+        let fine = try CompactJWS.sign(
+            payload: ["iss": "iss", "aud": "aud", "sub": "u", "iat": 1_750_000_000, "exp": 253_402_300_799],
+            header: ["kid": "k"], key: key, algorithm: "ES256")
         #expect(try verifier.verify(fine, now: now).subject == "u")
     }
 

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+
 @testable import Core
 
 /// Keys are generated per run by OpenSSL; tokens are signed by the same Core code the dev
@@ -16,8 +17,10 @@ import Testing
         return IDTokenVerifier(keys: keys, issuer: "https://issuer.test", audience: "billing-app", leewaySeconds: 60)
     }()
 
-    func claims(sub: JSON = "6f1c1a8e-8a4e-4f37-9a44-1d2b3c4d5e6f", iss: JSON = "https://issuer.test", aud: JSON = "billing-app",
-                exp: Int64 = 1_800_000_600, iat: Int64 = 1_799_999_000, nbf: Int64? = nil) -> JSON {
+    func claims(
+        sub: JSON = "6f1c1a8e-8a4e-4f37-9a44-1d2b3c4d5e6f", iss: JSON = "https://issuer.test", aud: JSON = "billing-app",
+        exp: Int64 = 1_800_000_600, iat: Int64 = 1_799_999_000, nbf: Int64? = nil
+    ) -> JSON {
         var c: JSONObject = ["sub": sub, "iss": iss, "aud": aud, "exp": .int(exp), "iat": .int(iat)]
         if let nbf { c["nbf"] = .int(nbf) }
         return .object(c)
@@ -101,10 +104,12 @@ import Testing
     }
 
     @Test func keySetsFromJWKSAndPEMMaps() throws {
-        let jwks: JSON = ["keys": [
-            .object(try Self.rsa.publicKey.jwk().merging(["kid": "r"])),
-            .object(try Self.ec.publicKey.jwk().merging(["kid": "e"])),
-        ]]
+        let jwks: JSON = [
+            "keys": [
+                .object(try Self.rsa.publicKey.jwk().merging(["kid": "r"])),
+                .object(try Self.ec.publicKey.jwk().merging(["kid": "e"])),
+            ]
+        ]
         let set = try TokenKeySet.parse(jwks)
         let v = IDTokenVerifier(keys: set, issuer: "https://issuer.test", audience: "billing-app", leewaySeconds: 0)
         #expect(try v.verify(try token(kid: "r"), now: Self.now).subject.isEmpty == false)
@@ -131,7 +136,6 @@ extension JSONObject {
         return copy
     }
 }
-
 
 /// `auth.keysFile` rotations without a restart: a token naming a new `kid` makes the
 /// process read the changed file; SIGHUP (`reload`) drops a removed key, cached verdicts
@@ -160,19 +164,25 @@ extension JSONObject {
     }
 
     func token(_ key: PrivateKey, kid: String) throws -> String {
-        try CompactJWS.sign(payload: ["sub": "u1", "iss": "https://issuer.test", "aud": "billing-app",
-                                      "exp": .int(1_800_000_600), "iat": .int(1_799_999_000)],
-                            header: ["kid": .string(kid)], key: key, algorithm: "ES256")
+        try CompactJWS.sign(
+            payload: [
+                "sub": "u1", "iss": "https://issuer.test", "aud": "billing-app",
+                "exp": .int(1_800_000_600), "iat": .int(1_799_999_000),
+            ],
+            header: ["kid": .string(kid)], key: key, algorithm: "ES256")
     }
 
     @Test func newKidIsPickedUpAndRemovedKeysStopWorkingOnReload() throws {
         defer { unlink(path) }
-        let a = try PrivateKey.generateEC(), b = try PrivateKey.generateEC()
+        let a = try PrivateKey.generateEC()
+        let b = try PrivateKey.generateEC()
         try write(["a": a])
         let store = try TokenKeyStore(path: path)
-        let verifier = IDTokenVerifier(keyStore: store, issuer: "https://issuer.test", audience: "billing-app",
-                                       leewaySeconds: 60, cachedTokens: 100)
-        let tokenA = try token(a, kid: "a"), tokenB = try token(b, kid: "b")
+        let verifier = IDTokenVerifier(
+            keyStore: store, issuer: "https://issuer.test", audience: "billing-app",
+            leewaySeconds: 60, cachedTokens: 100)
+        let tokenA = try token(a, kid: "a")
+        let tokenB = try token(b, kid: "b")
         #expect(try verifier.verify(tokenA, now: Self.now).subject == "u1")
         #expect(throws: AuthError(.unknownKey)) { try verifier.verify(tokenB, now: Self.now) }
 

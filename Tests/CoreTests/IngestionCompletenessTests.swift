@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Core
 
 /// SPEC §15 in pure Core: the catalog's one-time products, RevenueCat's CustomerInfo as
@@ -28,19 +29,23 @@ import Testing
     }
 
     @Test func theCatalogSaysWhatAOneTimeProductGrants() throws {
-        let config = try BillingConfiguration(json: ["products": [
-            "app.pro.lifetime": ["tier": "pro", "cadence": "lifetime"],
-            "app.plus.pass": ["tier": "plus", "cadence": "non_renewing", "duration": "P1M"],
-            "app.coins": ["cadence": "consumable"],
-            "app.plus.monthly": ["tier": "plus", "cadence": "monthly"],
-        ]])
+        let config = try BillingConfiguration(json: [
+            "products": [
+                "app.pro.lifetime": ["tier": "pro", "cadence": "lifetime"],
+                "app.plus.pass": ["tier": "plus", "cadence": "non_renewing", "duration": "P1M"],
+                "app.coins": ["cadence": "consumable"],
+                "app.plus.monthly": ["tier": "plus", "cadence": "monthly"],
+            ]
+        ])
         let start = Timestamp(iso8601: "2026-01-31T10:00:00Z")!
         #expect(config.products["app.pro.lifetime"]?.oneTimeExpiry(purchasedAt: start) == .some(nil))
         #expect(config.products["app.plus.pass"]?.oneTimeExpiry(purchasedAt: start) == .some(Timestamp(iso8601: "2026-02-28T10:00:00Z")))
         #expect(config.products["app.coins"]?.tier == nil)
         #expect(config.products["app.plus.monthly"]?.oneTimeExpiry(purchasedAt: start) == nil, "a subscription states its own expiry")
-        for bad: JSON in [["tier": "plus", "cadence": "non_renewing"], ["tier": "plus", "cadence": "monthly", "duration": "P1M"],
-                          ["tier": "plus", "cadence": "non_renewing", "duration": "one month"], ["cadence": "monthly"]] {
+        for bad: JSON in [
+            ["tier": "plus", "cadence": "non_renewing"], ["tier": "plus", "cadence": "monthly", "duration": "P1M"],
+            ["tier": "plus", "cadence": "non_renewing", "duration": "one month"], ["cadence": "monthly"],
+        ] {
             #expect(throws: ConfigurationError.self, "\(bad)") { try BillingConfiguration(json: ["products": ["p": bad]]) }
         }
     }
@@ -52,37 +57,40 @@ import Testing
 
     /// RevenueCat's own example of GET /v1/subscribers (docs: openapi-spec/api-v1.yaml,
     /// components.examples.Subscriber), with a price, a billing issue and a refund added.
-    static let documented: JSON = try! JSON.parse(Array("""
-        {"request_date": "2019-07-26T17:40:10Z", "request_date_ms": 1564162810884,
-         "subscriber": {
-          "entitlements": {"pro_cat": {"expires_date": null, "grace_period_expires_date": null,
-                                       "product_identifier": "onetime", "purchase_date": "2019-04-05T21:52:45Z"},
-                           "plus": {"expires_date": "2019-08-14T21:07:40Z", "grace_period_expires_date": null,
-                                    "product_identifier": "annual", "purchase_date": "2019-07-14T20:07:40Z"}},
-          "first_seen": "2019-02-21T00:08:41Z", "management_url": "https://apps.apple.com/account/subscriptions",
-          "non_subscriptions": {"onetime": [{"id": "cadba0c81b", "is_sandbox": true, "purchase_date": "2019-04-05T21:52:45Z",
-                                             "store": "app_store"}]},
-          "original_app_user_id": "XXX-XXXXX-XXXXX-XX", "original_application_version": "1.0",
-          "original_purchase_date": "2019-01-30T23:54:10Z", "other_purchases": {},
-          "subscriptions": {
-           "annual": {"auto_resume_date": null, "billing_issues_detected_at": null, "expires_date": "2019-08-14T21:07:40Z",
-                      "grace_period_expires_date": null, "is_sandbox": true, "original_purchase_date": "2019-02-21T00:42:05Z",
-                      "ownership_type": "PURCHASED", "period_type": "normal", "purchase_date": "2019-07-14T20:07:40Z",
-                      "refunded_at": null, "store": "play_store", "store_transaction_id": "GPA.6801-7988-0152-76034..5",
-                      "unsubscribe_detected_at": "2019-07-17T22:48:38Z", "price": {"amount": 39.99, "currency": "USD"}},
-           "onemonth": {"auto_resume_date": null, "billing_issues_detected_at": "2019-06-17T22:47:55Z",
-                        "expires_date": "2019-06-17T22:47:55Z", "grace_period_expires_date": "2019-06-30T22:47:55Z",
-                        "is_sandbox": false, "original_purchase_date": "2019-05-17T22:47:55Z", "ownership_type": "FAMILY_SHARED",
-                        "period_type": "trial", "purchase_date": "2019-05-17T22:47:55Z", "refunded_at": null,
-                        "store": "app_store", "store_transaction_id": 1000000652379790, "unsubscribe_detected_at": null},
-           "refunded.plus": {"billing_issues_detected_at": null, "expires_date": "2019-08-01T00:00:00Z", "is_sandbox": false,
-                             "ownership_type": "PURCHASED", "period_type": "normal", "purchase_date": "2019-07-01T00:00:00Z",
-                             "refunded_at": "2019-07-03T12:00:00Z", "store": "app_store", "unsubscribe_detected_at": null}}}}
-        """.utf8))
+    static let documented: JSON = try! JSON.parse(
+        Array(
+            """
+            {"request_date": "2019-07-26T17:40:10Z", "request_date_ms": 1564162810884,
+             "subscriber": {
+              "entitlements": {"pro_cat": {"expires_date": null, "grace_period_expires_date": null,
+                                           "product_identifier": "onetime", "purchase_date": "2019-04-05T21:52:45Z"},
+                               "plus": {"expires_date": "2019-08-14T21:07:40Z", "grace_period_expires_date": null,
+                                        "product_identifier": "annual", "purchase_date": "2019-07-14T20:07:40Z"}},
+              "first_seen": "2019-02-21T00:08:41Z", "management_url": "https://apps.apple.com/account/subscriptions",
+              "non_subscriptions": {"onetime": [{"id": "cadba0c81b", "is_sandbox": true, "purchase_date": "2019-04-05T21:52:45Z",
+                                                 "store": "app_store"}]},
+              "original_app_user_id": "XXX-XXXXX-XXXXX-XX", "original_application_version": "1.0",
+              "original_purchase_date": "2019-01-30T23:54:10Z", "other_purchases": {},
+              "subscriptions": {
+               "annual": {"auto_resume_date": null, "billing_issues_detected_at": null, "expires_date": "2019-08-14T21:07:40Z",
+                          "grace_period_expires_date": null, "is_sandbox": true, "original_purchase_date": "2019-02-21T00:42:05Z",
+                          "ownership_type": "PURCHASED", "period_type": "normal", "purchase_date": "2019-07-14T20:07:40Z",
+                          "refunded_at": null, "store": "play_store", "store_transaction_id": "GPA.6801-7988-0152-76034..5",
+                          "unsubscribe_detected_at": "2019-07-17T22:48:38Z", "price": {"amount": 39.99, "currency": "USD"}},
+               "onemonth": {"auto_resume_date": null, "billing_issues_detected_at": "2019-06-17T22:47:55Z",
+                            "expires_date": "2019-06-17T22:47:55Z", "grace_period_expires_date": "2019-06-30T22:47:55Z",
+                            "is_sandbox": false, "original_purchase_date": "2019-05-17T22:47:55Z", "ownership_type": "FAMILY_SHARED",
+                            "period_type": "trial", "purchase_date": "2019-05-17T22:47:55Z", "refunded_at": null,
+                            "store": "app_store", "store_transaction_id": 1000000652379790, "unsubscribe_detected_at": null},
+               "refunded.plus": {"billing_issues_detected_at": null, "expires_date": "2019-08-01T00:00:00Z", "is_sandbox": false,
+                                 "ownership_type": "PURCHASED", "period_type": "normal", "purchase_date": "2019-07-01T00:00:00Z",
+                                 "refunded_at": "2019-07-03T12:00:00Z", "store": "app_store", "unsubscribe_detected_at": null}}}}
+            """.utf8))
 
     @Test func everyDocumentedFieldComesThrough() throws {
-        let s = try RevenueCatSubscriber.decode(Self.documented, appUserId: user, tiers: tiers,
-                                                catalog: ["onetime": .init(tier: .pro, cadence: .lifetime)])
+        let s = try RevenueCatSubscriber.decode(
+            Self.documented, appUserId: user, tiers: tiers,
+            catalog: ["onetime": .init(tier: .pro, cadence: .lifetime)])
         #expect(s.requestDate.millisecondsSinceEpoch == 1_564_162_810_884)
         let byProduct = Dictionary(uniqueKeysWithValues: s.pulled.map { ($0.event.productId ?? "", $0) })
         let annual = try #require(byProduct["annual"]).event
@@ -129,10 +137,18 @@ import Testing
     /// (bytes, cut on a character boundary), as a webhook's bounded fields do.
     @Test func longProductIdsAreCutToTheirColumnsOnACharacterBoundary() throws {
         let product = String(repeating: "é", count: 150) + "x"  // 301 bytes
-        let info: JSON = ["request_date_ms": 1_564_162_810_884,
-                          "subscriber": ["subscriptions": [product: ["purchase_date": "2019-07-14T20:07:40Z",
-                                                                     "expires_date": "2019-08-14T21:07:40Z", "store": "app_store"]],
-                                         "non_subscriptions": [product: [["id": "abc", "purchase_date": "2019-04-05T21:52:45Z"]]]]]
+        let info: JSON = [
+            "request_date_ms": 1_564_162_810_884,
+            "subscriber": [
+                "subscriptions": [
+                    product: [
+                        "purchase_date": "2019-07-14T20:07:40Z",
+                        "expires_date": "2019-08-14T21:07:40Z", "store": "app_store",
+                    ]
+                ],
+                "non_subscriptions": [product: [["id": "abc", "purchase_date": "2019-04-05T21:52:45Z"]]],
+            ],
+        ]
         let s = try RevenueCatSubscriber.decode(info, appUserId: user, tiers: tiers, catalog: [:])
         for pulled in s.pulled {
             #expect((pulled.event.productId?.utf8.count ?? 0) <= 191 && (pulled.event.subscriptionId?.utf8.count ?? 0) <= 191)
@@ -142,16 +158,20 @@ import Testing
     }
 
     @Test func anAnswerOfAnotherShapeIsAPayloadError() {
-        for bad: JSON in [[:], ["request_date_ms": 1], ["request_date_ms": "x", "subscriber": [:]],
-                          ["request_date_ms": 1, "subscriber": ["subscriptions": ["p": ["purchase_date": "yesterday"]]]],
-                          ["request_date_ms": 1, "subscriber": ["subscriptions": ["p": "text"]]],
-                          ["request_date_ms": 1, "subscriber": ["non_subscriptions": ["p": [["purchase_date": "2019-04-05T21:52:45Z"]]]]]] {
+        for bad: JSON in [
+            [:], ["request_date_ms": 1], ["request_date_ms": "x", "subscriber": [:]],
+            ["request_date_ms": 1, "subscriber": ["subscriptions": ["p": ["purchase_date": "yesterday"]]]],
+            ["request_date_ms": 1, "subscriber": ["subscriptions": ["p": "text"]]],
+            ["request_date_ms": 1, "subscriber": ["non_subscriptions": ["p": [["purchase_date": "2019-04-05T21:52:45Z"]]]]],
+        ] {
             #expect(throws: PayloadError.self, "\(bad)") {
                 try RevenueCatSubscriber.decode(bad, appUserId: user, tiers: tiers, catalog: [:])
             }
         }
-        #expect((try? RevenueCatSubscriber.decode(["request_date_ms": 1, "subscriber": [:]], appUserId: user, tiers: tiers,
-                                                  catalog: [:]))?.pulled.isEmpty == true, "an empty subscriber states nothing")
+        #expect(
+            (try? RevenueCatSubscriber.decode(
+                ["request_date_ms": 1, "subscriber": [:]], appUserId: user, tiers: tiers,
+                catalog: [:]))?.pulled.isEmpty == true, "an empty subscriber states nothing")
     }
 }
 
@@ -159,19 +179,25 @@ import Testing
     static let t0 = Timestamp(iso8601: "2026-06-01T00:00:00Z")!
     static func at(_ days: Int64) -> Timestamp { t0.adding(seconds: days * 86_400) }
 
-    static func webhook(_ kind: EventKind, at day: Int64, purchase: Int64 = 0, expires: Int64 = 30, grace: Int64? = nil,
-                        id: String) -> StoreEvent {
-        StoreEvent(provider: .revenuecat, providerEventId: id, rawType: kind.rawValue.uppercased(), kind: kind, intrinsicAt: at(day),
-                   subscriptionId: "2000000111", productId: "app.plus.monthly", tier: .plus, platform: "app_store",
-                   purchasedAt: at(purchase), expiresAt: at(expires), graceExpiresAt: grace.map(at))
+    static func webhook(
+        _ kind: EventKind, at day: Int64, purchase: Int64 = 0, expires: Int64 = 30, grace: Int64? = nil,
+        id: String
+    ) -> StoreEvent {
+        StoreEvent(
+            provider: .revenuecat, providerEventId: id, rawType: kind.rawValue.uppercased(), kind: kind, intrinsicAt: at(day),
+            subscriptionId: "2000000111", productId: "app.plus.monthly", tier: .plus, platform: "app_store",
+            purchasedAt: at(purchase), expiresAt: at(expires), graceExpiresAt: grace.map(at))
     }
 
-    static func pulled(at day: Int64, purchase: Int64, expires: Int64, willRenew: Bool = true, billingIssue: Bool = false,
-                       grace: Int64? = nil, id: String = "pull") -> StoreEvent {
-        StoreEvent(provider: .revenuecatPull, providerEventId: id, rawType: "SUBSCRIBER", kind: .subscriberState, intrinsicAt: at(day),
-                   subscriptionId: "revenuecat:app.plus.monthly@app_store", productId: "app.plus.monthly", tier: .plus,
-                   platform: "app_store", purchasedAt: at(purchase), expiresAt: at(expires), graceExpiresAt: grace.map(at),
-                   willRenew: willRenew, inBillingRetry: billingIssue)
+    static func pulled(
+        at day: Int64, purchase: Int64, expires: Int64, willRenew: Bool = true, billingIssue: Bool = false,
+        grace: Int64? = nil, id: String = "pull"
+    ) -> StoreEvent {
+        StoreEvent(
+            provider: .revenuecatPull, providerEventId: id, rawType: "SUBSCRIBER", kind: .subscriberState, intrinsicAt: at(day),
+            subscriptionId: "revenuecat:app.plus.monthly@app_store", productId: "app.plus.monthly", tier: .plus,
+            platform: "app_store", purchasedAt: at(purchase), expiresAt: at(expires), graceExpiresAt: grace.map(at),
+            willRenew: willRenew, inBillingRetry: billingIssue)
     }
 
     @Test func aPulledRenewalHealsALostWebhookUnderTheWebhooksSubscription() {
@@ -207,7 +233,8 @@ import Testing
         #expect(StoreFold.appending(Self.pulled(at: 31, purchase: 30, expires: 60), to: folded) == nil)
         let unmatched = StoreFold.fold([Self.pulled(at: 31, purchase: 30, expires: 60)], userId: "u")
         #expect(unmatched.subscriptions[0].subscriptionId.hasPrefix(StoreFold.pulledKeyPrefix))
-        #expect(StoreFold.appending(Self.webhook(.renewal, at: 61, purchase: 60, expires: 90, id: "w9"), to: unmatched) == nil,
-                "a webhook may name the subscription of a pulled state folded under its own key")
+        #expect(
+            StoreFold.appending(Self.webhook(.renewal, at: 61, purchase: 60, expires: 90, id: "w9"), to: unmatched) == nil,
+            "a webhook may name the subscription of a pulled state folded under its own key")
     }
 }

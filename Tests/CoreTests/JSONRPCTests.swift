@@ -1,5 +1,6 @@
 import Synchronization
 import Testing
+
 @testable import Core
 
 /// The registry of section 7 of the JSON-RPC 2.0 specification: `subtract` (by position
@@ -32,8 +33,10 @@ private func specRegistry() -> RPCMethodRegistry<AdminRPCContext> {
     return registry
 }
 
-private func reply(_ message: String, registry: RPCMethodRegistry<AdminRPCContext> = specRegistry(), limits: RPCLimits = .default,
-                   context: AdminRPCContext = AdminRPCContext(clock: FixedClock(Timestamp(secondsSinceEpoch: 1_800_000_000)))) -> JSON? {
+private func reply(
+    _ message: String, registry: RPCMethodRegistry<AdminRPCContext> = specRegistry(), limits: RPCLimits = .default,
+    context: AdminRPCContext = AdminRPCContext(clock: FixedClock(Timestamp(secondsSinceEpoch: 1_800_000_000)))
+) -> JSON? {
     let server = JSONRPCServerProtocol(registry: registry, limits: limits)
     guard let bytes = server.handle(message: Array(message.utf8), context: context) else { return nil }
     #expect(!bytes.contains(UInt8(ascii: "\n")), "a reply must fit on one line")
@@ -59,16 +62,20 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
 
 @Suite struct JSONRPCSpecificationExamples {
     @Test func positionalParameters() {
-        #expect(reply(#"{"jsonrpc": "2.0", "method": "subtract", "params": [42, 23], "id": 1}"#)
+        #expect(
+            reply(#"{"jsonrpc": "2.0", "method": "subtract", "params": [42, 23], "id": 1}"#)
                 == json(#"{"jsonrpc": "2.0", "result": 19, "id": 1}"#))
-        #expect(reply(#"{"jsonrpc": "2.0", "method": "subtract", "params": [23, 42], "id": 2}"#)
+        #expect(
+            reply(#"{"jsonrpc": "2.0", "method": "subtract", "params": [23, 42], "id": 2}"#)
                 == json(#"{"jsonrpc": "2.0", "result": -19, "id": 2}"#))
     }
 
     @Test func namedParameters() {
-        #expect(reply(#"{"jsonrpc": "2.0", "method": "subtract", "params": {"subtrahend": 23, "minuend": 42}, "id": 3}"#)
+        #expect(
+            reply(#"{"jsonrpc": "2.0", "method": "subtract", "params": {"subtrahend": 23, "minuend": 42}, "id": 3}"#)
                 == json(#"{"jsonrpc": "2.0", "result": 19, "id": 3}"#))
-        #expect(reply(#"{"jsonrpc": "2.0", "method": "subtract", "params": {"minuend": 42, "subtrahend": 23}, "id": 4}"#)
+        #expect(
+            reply(#"{"jsonrpc": "2.0", "method": "subtract", "params": {"minuend": 42, "subtrahend": 23}, "id": 4}"#)
                 == json(#"{"jsonrpc": "2.0", "result": 19, "id": 4}"#))
     }
 
@@ -78,20 +85,23 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
     }
 
     @Test func nonExistentMethod() {
-        #expect(reply(#"{"jsonrpc": "2.0", "method": "foobar", "id": "1"}"#)
+        #expect(
+            reply(#"{"jsonrpc": "2.0", "method": "foobar", "id": "1"}"#)
                 == json(#"{"jsonrpc": "2.0", "error": {"code": -32601, "message": "Method not found"}, "id": "1"}"#))
     }
 
     @Test func invalidJSON() {
         let answer = reply(#"{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]"#)
-        #expect(withoutErrorData(answer)
+        #expect(
+            withoutErrorData(answer)
                 == json(#"{"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}, "id": null}"#))
         #expect(answer?["error"]?["data"]?.stringValue?.contains("line 1") == true)
     }
 
     @Test func invalidRequestObject() {
         let answer = reply(#"{"jsonrpc": "2.0", "method": 1, "params": "bar"}"#)
-        #expect(withoutErrorData(answer)
+        #expect(
+            withoutErrorData(answer)
                 == json(#"{"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null}"#))
         #expect(answer?["error"]?["data"] == "\"method\" must be a string, got number")
     }
@@ -103,30 +113,36 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
               {"jsonrpc": "2.0", "method"
             ]
             """
-        #expect(withoutErrorData(reply(message))
+        #expect(
+            withoutErrorData(reply(message))
                 == json(#"{"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}, "id": null}"#))
     }
 
     @Test func emptyArray() {
         let answer = reply("[]")
-        #expect(withoutErrorData(answer)
+        #expect(
+            withoutErrorData(answer)
                 == json(#"{"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null}"#))
         #expect(answer?.arrayValue == nil, "an empty batch is answered with one object, not an array")
     }
 
     @Test func invalidBatchOfOne() {
-        #expect(withoutErrorData(reply("[1]"))
+        #expect(
+            withoutErrorData(reply("[1]"))
                 == json(#"[{"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null}]"#))
     }
 
     @Test func invalidBatchOfThree() {
-        #expect(withoutErrorData(reply("[1,2,3]")) == json("""
-            [
-              {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null},
-              {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null},
-              {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null}
-            ]
-            """))
+        #expect(
+            withoutErrorData(reply("[1,2,3]"))
+                == json(
+                    """
+                    [
+                      {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null},
+                      {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null},
+                      {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null}
+                    ]
+                    """))
     }
 
     @Test func mixedBatchKeepsRequestOrder() {
@@ -140,15 +156,18 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
                 {"jsonrpc": "2.0", "method": "get_data", "id": "9"}
             ]
             """
-        #expect(withoutErrorData(reply(message)) == json("""
-            [
-                {"jsonrpc": "2.0", "result": 7, "id": "1"},
-                {"jsonrpc": "2.0", "result": 19, "id": "2"},
-                {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null},
-                {"jsonrpc": "2.0", "error": {"code": -32601, "message": "Method not found"}, "id": "5"},
-                {"jsonrpc": "2.0", "result": ["hello", 5], "id": "9"}
-            ]
-            """))
+        #expect(
+            withoutErrorData(reply(message))
+                == json(
+                    """
+                    [
+                        {"jsonrpc": "2.0", "result": 7, "id": "1"},
+                        {"jsonrpc": "2.0", "result": 19, "id": "2"},
+                        {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null},
+                        {"jsonrpc": "2.0", "error": {"code": -32601, "message": "Method not found"}, "id": "5"},
+                        {"jsonrpc": "2.0", "result": ["hello", 5], "id": "9"}
+                    ]
+                    """))
     }
 
     @Test func batchOfNotificationsOnly() {
@@ -175,8 +194,9 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
 
     @Test func echoesLargeIntegersDigitForDigit() {
         let server = JSONRPCServerProtocol(registry: specRegistry())
-        let bytes = server.handle(message: Array(#"{"jsonrpc":"2.0","method":"sum","id":9007199254740993}"#.utf8),
-                                  context: AdminRPCContext())
+        let bytes = server.handle(
+            message: Array(#"{"jsonrpc":"2.0","method":"sum","id":9007199254740993}"#.utf8),
+            context: AdminRPCContext())
         #expect(String(decoding: bytes ?? [], as: UTF8.self).contains("\"id\":9007199254740993"))
     }
 
@@ -189,7 +209,8 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
     }
 
     @Test func explicitNullIdIsARequestNotANotification() {
-        #expect(reply(#"{"jsonrpc":"2.0","method":"get_data","id":null}"#)
+        #expect(
+            reply(#"{"jsonrpc":"2.0","method":"get_data","id":null}"#)
                 == json(#"{"jsonrpc":"2.0","result":["hello",5],"id":null}"#))
     }
 
@@ -204,8 +225,10 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
         #expect(reply(#"{"method":"sum","id":5}"#)?["error"]?["code"] == -32600)
     }
 
-    @Test(arguments: [#"{"jsonrpc":"2.0","id":1}"#, #"{"jsonrpc":"2.0","method":null,"id":1}"#,
-                      #"{"jsonrpc":"2.0","method":["sum"],"id":1}"#])
+    @Test(arguments: [
+        #"{"jsonrpc":"2.0","id":1}"#, #"{"jsonrpc":"2.0","method":null,"id":1}"#,
+        #"{"jsonrpc":"2.0","method":["sum"],"id":1}"#,
+    ])
     func requiresAStringMethod(message: String) {
         let answer = reply(message)
         #expect(answer?["error"]?["code"] == -32600)
@@ -237,7 +260,9 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
 
     @Test func invalidParamsArePrecise() {
         let wrongType = reply(#"{"jsonrpc":"2.0","method":"subtract","params":{"minuend":"42","subtrahend":1},"id":1}"#)
-        #expect(wrongType?["error"] == json(#"{"code":-32602,"message":"Invalid params: \"minuend\" must be an integer, got string","data":{"field":"minuend"}}"#))
+        #expect(
+            wrongType?["error"]
+                == json(#"{"code":-32602,"message":"Invalid params: \"minuend\" must be an integer, got string","data":{"field":"minuend"}}"#))
         let missing = reply(#"{"jsonrpc":"2.0","method":"subtract","params":{"minuend":42},"id":2}"#)
         #expect(missing?["error"]?["message"] == #"Invalid params: "subtrahend" is required"#)
         let unknown = reply(#"{"jsonrpc":"2.0","method":"subtract","params":{"minuend":4,"subtrahend":1,"subtrahends":1},"id":3}"#)
@@ -252,7 +277,8 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
         registry.register("grants.revoke", summary: "test") { _, _ in
             throw RPCError(code: 4004, message: "Grant not found", data: ["grantId": "g-1"])
         }
-        #expect(reply(#"{"jsonrpc":"2.0","method":"grants.revoke","id":"r"}"#, registry: registry)
+        #expect(
+            reply(#"{"jsonrpc":"2.0","method":"grants.revoke","id":"r"}"#, registry: registry)
                 == json(#"{"jsonrpc":"2.0","error":{"code":4004,"message":"Grant not found","data":{"grantId":"g-1"}},"id":"r"}"#))
     }
 
@@ -267,7 +293,8 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
     @Test func convertibleErrorsUseTheirOwnForm() {
         var registry = RPCMethodRegistry<AdminRPCContext>()
         registry.register("access.get", summary: "test") { _, _ in throw DomainNotFound() }
-        #expect(reply(#"{"jsonrpc":"2.0","method":"access.get","id":1}"#, registry: registry)?["error"]
+        #expect(
+            reply(#"{"jsonrpc":"2.0","method":"access.get","id":1}"#, registry: registry)?["error"]
                 == json(#"{"code":4040,"message":"User not found"}"#))
     }
 
@@ -278,8 +305,10 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
         let server = JSONRPCServerProtocol(registry: registry) { method, error in
             logged.withLock { $0.append("\(method): \(error)") }
         }
-        let bytes = server.handle(message: Array(#"{"jsonrpc":"2.0","method":"stats.subscriptions","id":1}"#.utf8),
-                                  context: AdminRPCContext()) ?? []
+        let bytes =
+            server.handle(
+                message: Array(#"{"jsonrpc":"2.0","method":"stats.subscriptions","id":1}"#.utf8),
+                context: AdminRPCContext()) ?? []
         let text = String(decoding: bytes, as: UTF8.self)
         #expect(try JSON.parse(bytes) == json(#"{"jsonrpc":"2.0","error":{"code":-32603,"message":"Internal error"},"id":1}"#))
         #expect(!text.contains("secret") && !text.contains("hunter2"))
@@ -325,7 +354,10 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
 }
 
 @Suite struct RPCParamsValidation {
-    private let params = RPCParams(json(#"{"userId":"u1","tier":"pro","limit":10,"ratio":2.0,"dryRun":true,"note":null,"startsAt":"2026-01-31T12:00:00+01:00","ids":["a"],"filter":{}}"#))
+    private let params = RPCParams(
+        json(
+            #"{"userId":"u1","tier":"pro","limit":10,"ratio":2.0,"dryRun":true,"note":null,"startsAt":"2026-01-31T12:00:00+01:00","ids":["a"],"filter":{}}"#
+        ))
 
     @Test func readsTypedValues() throws {
         #expect(try params.requireString("userId") == "u1")
@@ -344,8 +376,12 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
     @Test func failuresNameTheParameter() throws {
         #expect(throws: RPCError.invalidParams("\"note\" is required", field: "note")) { try params.requireString("note") }
         #expect(throws: RPCError.invalidParams("\"limit\" must be between 1 and 5", field: "limit")) { try params.requireInt("limit", in: 1...5) }
-        #expect(throws: RPCError.invalidParams("\"tier\" must be one of \"plus\"", field: "tier")) { try params.requireString("tier", oneOf: ["plus"]) }
-        #expect(throws: RPCError.invalidParams("\"userId\" must be at most 1 characters", field: "userId")) { try params.requireString("userId", maxLength: 1) }
+        #expect(throws: RPCError.invalidParams("\"tier\" must be one of \"plus\"", field: "tier")) {
+            try params.requireString("tier", oneOf: ["plus"])
+        }
+        #expect(throws: RPCError.invalidParams("\"userId\" must be at most 1 characters", field: "userId")) {
+            try params.requireString("userId", maxLength: 1)
+        }
         #expect(throws: RPCError.invalidParams("\"userId\" must be a boolean, got string", field: "userId")) { try params.requireBool("userId") }
         #expect(throws: RPCError.self) { try params.requireTimestamp("userId") }
         for spelling in ["production", "Production", "PRODUCTION"] {
@@ -374,8 +410,9 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
 
     @Test func healthReportsProcessClockAndDatabaseHook() {
         let clock = FixedClock(Timestamp(secondsSinceEpoch: 1_800_000_000))
-        let plain = reply(#"{"jsonrpc":"2.0","method":"system.health","id":1}"#, registry: systemRegistry(),
-                          context: AdminRPCContext(clock: clock, server: RPCServerInfo(version: "1.2.3")))?["result"]
+        let plain = reply(
+            #"{"jsonrpc":"2.0","method":"system.health","id":1}"#, registry: systemRegistry(),
+            context: AdminRPCContext(clock: clock, server: RPCServerInfo(version: "1.2.3")))?["result"]
         #expect(plain?["status"] == "ok")
         #expect(plain?["version"] == "1.2.3")
         #expect(plain?["serverTime"] == "2027-01-15T08:00:00.000Z")
@@ -383,16 +420,21 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
         #expect(plain?["uptimeSeconds"]?.intValue == 0)
         #expect(plain?["database"] == ["status": "not configured"])
 
-        let probed = reply(#"{"jsonrpc":"2.0","method":"system.health","id":1}"#, registry: systemRegistry(),
-                           context: AdminRPCContext(clock: clock, databaseStatus: { ["status": "ok", "latencyMs": 2] }))
+        let probed = reply(
+            #"{"jsonrpc":"2.0","method":"system.health","id":1}"#, registry: systemRegistry(),
+            context: AdminRPCContext(clock: clock, databaseStatus: { ["status": "ok", "latencyMs": 2] }))
         #expect(probed?["result"]?["database"] == ["status": "ok", "latencyMs": 2])
-        #expect(reply(#"{"jsonrpc":"2.0","method":"system.health","params":{"x":1},"id":1}"#, registry: systemRegistry())?["error"]?["code"] == -32602)
+        #expect(
+            reply(#"{"jsonrpc":"2.0","method":"system.health","params":{"x":1},"id":1}"#, registry: systemRegistry())?["error"]?["code"] == -32602)
     }
 
     @Test func listMethodsIncludesEveryMethodSorted() {
         let result = reply(#"{"jsonrpc":"2.0","method":"system.listMethods","id":1}"#, registry: systemRegistry())?["result"]
         #expect(result?.arrayValue?.compactMap { $0["name"]?.stringValue } == ["grants.create", "system.health", "system.listMethods"])
-        #expect(result?[0] == ["name": "grants.create", "summary": "Grant a tier", "params": "{userId, tier}",
-                                "paramTypes": ["userId": "string", "tier": "string"]])
+        #expect(
+            result?[0] == [
+                "name": "grants.create", "summary": "Grant a tier", "params": "{userId, tier}",
+                "paramTypes": ["userId": "string", "tier": "string"],
+            ])
     }
 }

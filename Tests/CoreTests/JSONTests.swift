@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Core
 
 @Suite struct JSONTests {
@@ -59,7 +60,7 @@ import Testing
         for bad in [#"{"a":1,"a":2}"#, "123456789012345678901234567890", #""a\u0000b""#, "", "[1,]", "\u{FF}"] {
             #expect(throws: JSONError.self, "\(bad)") { try JSON.parse(bad) }
         }
-        #expect((try? JSON.parse(Array<UInt8>([0x22, 0xC3, 0x28, 0x22]))) == nil, "invalid UTF-8")
+        #expect((try? JSON.parse([UInt8]([0x22, 0xC3, 0x28, 0x22]))) == nil, "invalid UTF-8")
     }
 
     @Test func enforcesSizeAndDepthLimits() {
@@ -119,11 +120,13 @@ import Testing
     /// What is not a real instant is refused (the C library's calendar decides), what is
     /// real is accepted, on every day of every month of a leap and a common year.
     @Test func onlyRealInstantsParse() {
-        for text in ["2026-02-31", "2026-02-29", "2025-02-29T00:00:00Z", "2026-04-31T12:00:00Z", "2026-06-31",
-                     "2026-09-31", "2026-11-31", "2026-00-10", "2026-13-01", "2026-01-00", "2026-01-32",
-                     "2026-01-01T24:00:00Z", "2026-01-01T23:60:00Z", "2026-01-01T23:59:60Z", "2026-01-01T12:00:00+24:00",
-                     "2026-01-01T12:00:00+05:60", "2026-01-01T12:00:00.Z", "2026-01-01T12:00:00.1234567891Z",
-                     "2026-1-01", "2026-01-01T12:00Z", "2026-01-01T12:00:00ZZ", "", "2026-02-3", "+2026-01-01"] {
+        for text in [
+            "2026-02-31", "2026-02-29", "2025-02-29T00:00:00Z", "2026-04-31T12:00:00Z", "2026-06-31",
+            "2026-09-31", "2026-11-31", "2026-00-10", "2026-13-01", "2026-01-00", "2026-01-32",
+            "2026-01-01T24:00:00Z", "2026-01-01T23:60:00Z", "2026-01-01T23:59:60Z", "2026-01-01T12:00:00+24:00",
+            "2026-01-01T12:00:00+05:60", "2026-01-01T12:00:00.Z", "2026-01-01T12:00:00.1234567891Z",
+            "2026-1-01", "2026-01-01T12:00Z", "2026-01-01T12:00:00ZZ", "", "2026-02-3", "+2026-01-01",
+        ] {
             #expect(Timestamp(iso8601: text) == nil, "\(text)")
         }
         let lengths = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
@@ -156,9 +159,11 @@ import Testing
     }
 
     @Test func isoFormattingCoversEveryFieldAndYearsOutsideFourDigits() {
-        #expect(Timestamp(CivilDateTime(year: 2026, month: 11, day: 29, hour: 7, minute: 5, second: 9, millisecond: 42)).iso8601
+        #expect(
+            Timestamp(CivilDateTime(year: 2026, month: 11, day: 29, hour: 7, minute: 5, second: 9, millisecond: 42)).iso8601
                 == "2026-11-29T07:05:09.042Z")
-        #expect(Timestamp(CivilDateTime(year: 9999, month: 12, day: 31, hour: 23, minute: 59, second: 59, millisecond: 999)).iso8601
+        #expect(
+            Timestamp(CivilDateTime(year: 9999, month: 12, day: 31, hour: 23, minute: 59, second: 59, millisecond: 999)).iso8601
                 == "9999-12-31T23:59:59.999Z")
         #expect(Timestamp(CivilDateTime(year: 0, month: 1, day: 1)).iso8601 == "0000-01-01T00:00:00.000Z")
         #expect(Timestamp(CivilDateTime(year: 10000, month: 1, day: 1)).iso8601 == "10000-01-01T00:00:00.000Z")

@@ -1,13 +1,14 @@
 import Glibc
 import Testing
+
 @testable import Core
 
 @Suite struct MetricsTests {
     @Test func histogramBucketsAreCumulativeWithInf() {
         let histogram = MetricHistogram(bounds: [0.001, 0.01])
-        histogram.observe(microseconds: 500)      // ≤ 1 ms
-        histogram.observe(microseconds: 1000)     // = 1 ms: le="0.001" is inclusive
-        histogram.observe(microseconds: 5000)     // ≤ 10 ms
+        histogram.observe(microseconds: 500)  // ≤ 1 ms
+        histogram.observe(microseconds: 1000)  // = 1 ms: le="0.001" is inclusive
+        histogram.observe(microseconds: 5000)  // ≤ 10 ms
         histogram.observe(microseconds: 2_000_000)  // +Inf
         let snapshot = histogram.snapshot
         #expect(snapshot.cumulative == [2, 3, 4])
@@ -31,8 +32,9 @@ import Testing
     }
 
     private func metrics(_ name: String, domain: BillingMetrics = BillingMetrics()) -> WorkerMetrics {
-        WorkerMetrics(worker: name, threads: 4, routes: ["/api/v1/ping", "/api/v1/billing/usage"],
-                      startedAt: Timestamp(secondsSinceEpoch: 1_700_000_000), domain: domain)
+        WorkerMetrics(
+            worker: name, threads: 4, routes: ["/api/v1/ping", "/api/v1/billing/usage"],
+            startedAt: Timestamp(secondsSinceEpoch: 1_700_000_000), domain: domain)
     }
 
     @Test func exposition_groupsFamiliesAndLabelsEveryWorker() throws {
@@ -118,8 +120,9 @@ import Testing
             for name in (try? FileIO.list(path)) ?? [] { unlink("\(path)/\(name)") }
             rmdir(path)
         }
-        let publisher = MetricsPublisher(metrics: metrics("worker-9"), directory: MetricsDirectory(path: path),
-                                         intervalMilliseconds: 10)
+        let publisher = MetricsPublisher(
+            metrics: metrics("worker-9"), directory: MetricsDirectory(path: path),
+            intervalMilliseconds: 10)
         #expect(publisher.start())
         #expect(FileIO.exists("\(path)/worker-9.json"))
         publisher.stop()

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Core
 
 /// The offerings contract and the ladder rules (SPEC §14), over every combination: each
@@ -70,8 +71,14 @@ import Testing
             (with { set(&$0, "ladders", "l", []) }, "ladders.l: expected a non-empty array"),
             (with { set(&$0, "offerings", "o", ["products": []]) }, "offerings.o.products: required non-empty"),
             (with { set(&$0, "offerings", "o", ["products": [["productId": "a"], ["productId": "a"]]]) }, "listed twice"),
-            (with { set(&$0, "offerings", "o", ["products": [["productId": "a", "introOffer": ["type": "freeTrial", "period": "1W"]]]]) }, "offerings.o.products[0].introOffer"),
-            (with { set(&$0, "offerings", "o", ["products": [["productId": "a", "introOffer": ["type": "gift", "period": "P1W"]]]]) }, "offerings.o.products[0].introOffer"),
+            (
+                with { set(&$0, "offerings", "o", ["products": [["productId": "a", "introOffer": ["type": "freeTrial", "period": "1W"]]]]) },
+                "offerings.o.products[0].introOffer"
+            ),
+            (
+                with { set(&$0, "offerings", "o", ["products": [["productId": "a", "introOffer": ["type": "gift", "period": "P1W"]]]]) },
+                "offerings.o.products[0].introOffer"
+            ),
             (with { set(&$0, "offerings", "o", ["products": [["sku": "a"]]]) }, "offerings.o.products[0].sku: unknown key"),
             (with { set(&$0, "subscriptionGroups", "g", ["app.lissin.audio.plus.weekly"]) }, "is in more than one group"),
         ]
@@ -97,8 +104,9 @@ import Testing
                     #expect(d == .init(placement: id, eligible: false, ladder: ladder, stage: nil, offering: Self.ladder[0]))
                 case (.ladder(let ladder), true):
                     let expected = min(max(stored, 0), 2)
-                    #expect(d == .init(placement: id, eligible: true, ladder: ladder, stage: expected, offering: Self.ladder[expected]),
-                            "\(id) stored \(stored)")
+                    #expect(
+                        d == .init(placement: id, eligible: true, ladder: ladder, stage: expected, offering: Self.ladder[expected]),
+                        "\(id) stored \(stored)")
                 }
             }
         }
@@ -124,7 +132,8 @@ import Testing
         for _ in 0..<4 { sequences += sequences.filter { $0.count == sequences.last!.count }.flatMap { s in shown.map { s + [$0] } } }
         for (id, placement) in c.placements {
             for sequence in sequences {
-                var stored = 0, reference = 0
+                var stored = 0
+                var reference = 0
                 for dismissed in sequence {
                     if let step = OfferingLadder.advance(c, placement: id, dismissed: dismissed), step.from == stored {
                         stored = step.from + 1

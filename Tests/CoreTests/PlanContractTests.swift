@@ -1,13 +1,19 @@
 import Testing
+
 @testable import Core
 
 @Suite struct PlanContractTests {
-    static let valid: JSON = ["tiers": [
-        "free": ["capabilities": ["explorePlayback"], "meters": ["recurringGeneration": ["limit": 1, "window": ["days": 7]]]],
-        "trial": ["capabilities": ["explorePlayback"], "meters": ["recurringGeneration": ["limit": 1, "window": "trial"]]],
-        "plus": ["capabilities": ["explorePlayback", "remix"], "meters": ["recurringGeneration": ["limit": 2, "window": ["days": 7], "placement": "generation_limit"]]],
-        "pro": ["capabilities": ["explorePlayback", "remix"], "meters": ["recurringGeneration": ["limit": nil, "window": ["days": 7]]]],
-    ]]
+    static let valid: JSON = [
+        "tiers": [
+            "free": ["capabilities": ["explorePlayback"], "meters": ["recurringGeneration": ["limit": 1, "window": ["days": 7]]]],
+            "trial": ["capabilities": ["explorePlayback"], "meters": ["recurringGeneration": ["limit": 1, "window": "trial"]]],
+            "plus": [
+                "capabilities": ["explorePlayback", "remix"],
+                "meters": ["recurringGeneration": ["limit": 2, "window": ["days": 7], "placement": "generation_limit"]],
+            ],
+            "pro": ["capabilities": ["explorePlayback", "remix"], "meters": ["recurringGeneration": ["limit": nil, "window": ["days": 7]]]],
+        ]
+    ]
 
     @Test func acceptsAValidContractAndRoundTrips() throws {
         let contract = try PlanContract(json: Self.valid)
@@ -26,7 +32,10 @@ import Testing
             (Self.replacing("free", ["capabilities": [], "meters": ["m": ["limit": -1, "window": ["days": 7]]]]), "tiers.free.meters.m.limit"),
             (Self.replacing("free", ["capabilities": [], "meters": ["m": ["limit": 1, "window": ["days": 0]]]]), "tiers.free.meters.m.window"),
             (Self.replacing("free", ["capabilities": [], "meters": ["m": ["limit": 1, "window": "trial"]]]), "only in the trial tier"),
-            (Self.replacing("free", ["capabilities": [], "meters": ["m": ["limit": 1, "window": ["days": 1], "bogus": 1]]]), "tiers.free.meters.m.bogus"),
+            (
+                Self.replacing("free", ["capabilities": [], "meters": ["m": ["limit": 1, "window": ["days": 1], "bogus": 1]]]),
+                "tiers.free.meters.m.bogus"
+            ),
             (Self.replacing("gold", ["capabilities": [], "meters": [:]]), "tiers.gold: unknown tier"),
         ]
         for (json, fragment) in cases {
@@ -61,8 +70,10 @@ import Testing
 
     @Test func versionInEffectAtAnInstant() throws {
         let contract = try PlanContract(json: Self.valid)
-        let plans = [PublishedPlan(version: 1, contract: contract, publishedAt: Timestamp(secondsSinceEpoch: 100)),
-                     PublishedPlan(version: 2, contract: contract, publishedAt: Timestamp(secondsSinceEpoch: 200))]
+        let plans = [
+            PublishedPlan(version: 1, contract: contract, publishedAt: Timestamp(secondsSinceEpoch: 100)),
+            PublishedPlan(version: 2, contract: contract, publishedAt: Timestamp(secondsSinceEpoch: 200)),
+        ]
         #expect(PlanCatalog.plan(in: plans, at: Timestamp(secondsSinceEpoch: 50)).version == 1)
         #expect(PlanCatalog.plan(in: plans, at: Timestamp(secondsSinceEpoch: 199)).version == 1)
         #expect(PlanCatalog.plan(in: plans, at: Timestamp(secondsSinceEpoch: 200)).version == 2)

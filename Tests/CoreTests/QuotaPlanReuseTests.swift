@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Core
 
 // The access route reuses a user's resolved quota plan (`QuotaResolution.Resolved`) instead
@@ -18,14 +19,22 @@ private func hours(_ n: Int64) -> Timestamp {
         func meter(_ limit: Int?, days: Int) -> JSON {
             ["limit": limit.map { JSON.int(Int64($0)) } ?? .null, "window": ["days": .int(Int64(days))]]
         }
-        let json: JSON = ["tiers": [
-            "free": ["capabilities": ["explore"], "meters": ["gen": meter(1, days: 1 + seed % 3), "upload": meter(2, days: 7)]],
-            "trial": ["capabilities": ["explore", "remix"],
-                      "meters": ["gen": ["limit": .int(Int64(1 + seed)), "window": "trial"], "upload": meter(3 + seed, days: 2)]],
-            "plus": ["capabilities": ["explore", "remix"], "meters": ["gen": meter(2 + seed, days: 7 - seed % 4), "upload": meter(5, days: 30)]],
-            "pro": ["capabilities": .array((["explore", "remix", "monitor"] + (seed % 2 == 0 ? [] : ["studio"])).map(JSON.string)),
-                    "meters": ["gen": meter(seed % 2 == 0 ? nil : 9, days: 3), "upload": meter(10 + seed, days: 1 + seed % 5)]],
-        ]]
+        let json: JSON = [
+            "tiers": [
+                "free": ["capabilities": ["explore"], "meters": ["gen": meter(1, days: 1 + seed % 3), "upload": meter(2, days: 7)]],
+                "trial": [
+                    "capabilities": ["explore", "remix"],
+                    "meters": ["gen": ["limit": .int(Int64(1 + seed)), "window": "trial"], "upload": meter(3 + seed, days: 2)],
+                ],
+                "plus": [
+                    "capabilities": ["explore", "remix"], "meters": ["gen": meter(2 + seed, days: 7 - seed % 4), "upload": meter(5, days: 30)],
+                ],
+                "pro": [
+                    "capabilities": .array((["explore", "remix", "monitor"] + (seed % 2 == 0 ? [] : ["studio"])).map(JSON.string)),
+                    "meters": ["gen": meter(seed % 2 == 0 ? nil : 9, days: 3), "upload": meter(10 + seed, days: 1 + seed % 5)],
+                ],
+            ]
+        ]
         return try! PlanContract(json: json)
     }
 
@@ -33,11 +42,15 @@ private func hours(_ n: Int64) -> Timestamp {
     /// third published later in number but effective earlier than the second.
     static let histories: [[PublishedPlan]] = [
         [PublishedPlan(version: 1, contract: contract(0), publishedAt: hours(-10_000))],
-        [PublishedPlan(version: 1, contract: contract(0), publishedAt: hours(-10_000)),
-         PublishedPlan(version: 2, contract: contract(1), publishedAt: hours(100))],
-        [PublishedPlan(version: 1, contract: contract(0), publishedAt: hours(-10_000)),
-         PublishedPlan(version: 2, contract: contract(2), publishedAt: hours(300)),
-         PublishedPlan(version: 3, contract: contract(3), publishedAt: hours(170))],
+        [
+            PublishedPlan(version: 1, contract: contract(0), publishedAt: hours(-10_000)),
+            PublishedPlan(version: 2, contract: contract(1), publishedAt: hours(100)),
+        ],
+        [
+            PublishedPlan(version: 1, contract: contract(0), publishedAt: hours(-10_000)),
+            PublishedPlan(version: 2, contract: contract(2), publishedAt: hours(300)),
+            PublishedPlan(version: 3, contract: contract(3), publishedAt: hours(170)),
+        ],
     ]
 
     /// Sources alone and in pairs: paid tiers, a store trial (with its period), overlays.
@@ -62,7 +75,8 @@ private func hours(_ n: Int64) -> Timestamp {
     @Test(arguments: 0..<QuotaPlanReuseTests.histories.count)
     func aReusedPlanIsAlwaysTheFreshPlan(_ history: Int) {
         let plans = Self.histories[history]
-        var reused = 0, renewed = 0
+        var reused = 0
+        var renewed = 0
         for sources in Self.sourceSets {
             for anchor in [hours(-333), hours(5)] {
                 var last: QuotaResolution.Resolved?
@@ -76,11 +90,14 @@ private func hours(_ n: Int64) -> Timestamp {
                     for now in instants {
                         let fresh = QuotaResolution.plan(sources: sources, plans: plans, anchor: anchor, now: now)
                         if let last, last.holds(sources: sources, plans: plans, anchor: anchor, now: now) {
-                            #expect(last.plan == fresh, "history \(history), \(sources), anchor \(anchor), resolved at \(last.resolvedAt), reused at \(now)")
+                            #expect(
+                                last.plan == fresh,
+                                "history \(history), \(sources), anchor \(anchor), resolved at \(last.resolvedAt), reused at \(now)")
                             reused += 1
                         }
-                        let (resolved, wasReused) = QuotaResolution.plan(sources: sources, plans: plans, anchor: anchor, now: now,
-                                                                         reusing: last)
+                        let (resolved, wasReused) = QuotaResolution.plan(
+                            sources: sources, plans: plans, anchor: anchor, now: now,
+                            reusing: last)
                         #expect(resolved.plan == fresh)
                         if !wasReused { renewed += 1 }
                         last = resolved

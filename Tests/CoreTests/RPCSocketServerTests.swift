@@ -1,6 +1,7 @@
 import Glibc
 import Synchronization
 import Testing
+
 @testable import Core
 
 /// In-process tests of the socket server; the e2e script covers the daemon binary.
@@ -9,14 +10,17 @@ import Testing
         "/tmp/core-rpc-\(getpid())-\(name).sock"
     }
 
-    private static func makeServer(_ path: String, limits: RPCLimits = .default,
-                                   configure: (inout RPCSocketServerConfiguration) -> Void = { _ in }) -> RPCSocketServer<AdminRPCContext> {
+    private static func makeServer(
+        _ path: String, limits: RPCLimits = .default,
+        configure: (inout RPCSocketServerConfiguration) -> Void = { _ in }
+    ) -> RPCSocketServer<AdminRPCContext> {
         var registry = RPCMethodRegistry<AdminRPCContext>()
         registry.registerSystemMethods()
         var configuration = RPCSocketServerConfiguration(socketPath: path)
         configure(&configuration)
-        return RPCSocketServer(configuration: configuration, protocol: JSONRPCServerProtocol(registry: registry, limits: limits),
-                               makeContext: { peer in AdminRPCContext(peer: peer) })
+        return RPCSocketServer(
+            configuration: configuration, protocol: JSONRPCServerProtocol(registry: registry, limits: limits),
+            makeContext: { peer in AdminRPCContext(peer: peer) })
     }
 
     /// Connects, sends `bytes`, half-closes and returns everything the server sent until it closed.
@@ -46,12 +50,15 @@ import Testing
         try server.start()
         var info = stat()
         #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o660)
-        let text = try Self.exchange(path, Array("""
-            {"jsonrpc":"2.0","method":"system.health","id":1}
+        let text = try Self.exchange(
+            path,
+            Array(
+                """
+                {"jsonrpc":"2.0","method":"system.health","id":1}
 
-            [{"jsonrpc":"2.0","method":"system.health"}]
-            {"jsonrpc":"2.0","method":"nope","id":"last"}
-            """.utf8))
+                [{"jsonrpc":"2.0","method":"system.health"}]
+                {"jsonrpc":"2.0","method":"nope","id":"last"}
+                """.utf8))
         let lines = text.split(separator: "\n").map { try? JSON.parse(String($0)) }
         #expect(lines.count == 2, "the notification batch and the blank line get no reply")
         #expect(lines.first??["result"]?["status"] == "ok")
@@ -70,9 +77,10 @@ import Testing
             registry.registerSystemMethods()
             var configuration = RPCSocketServerConfiguration(socketPath: path)
             configuration.peerPolicy = RPCPeerPolicy(allowedUIDs: uids)
-            let server = RPCSocketServer(configuration: configuration, protocol: JSONRPCServerProtocol(registry: registry),
-                                         makeContext: { peer in AdminRPCContext(peer: peer) },
-                                         onRefusedPeer: { _, peer in refused.withLock { $0.append(peer?.uid ?? .max) } })
+            let server = RPCSocketServer(
+                configuration: configuration, protocol: JSONRPCServerProtocol(registry: registry),
+                makeContext: { peer in AdminRPCContext(peer: peer) },
+                onRefusedPeer: { _, peer in refused.withLock { $0.append(peer?.uid ?? .max) } })
             try server.start()
             defer { server.stop() }
             return try Self.exchange(path, Array(#"{"jsonrpc":"2.0","method":"system.health","id":7}"#.utf8), mayBeRefused: true)
@@ -125,7 +133,8 @@ import Testing
         let server = Self.makeServer(path, limits: RPCLimits(maxMessageBytes: 100))
         try server.start()
         defer { server.stop() }
-        let text = try Self.exchange(path, Array(String(repeating: "x", count: 500).utf8) + Array("\n{\"jsonrpc\":\"2.0\",\"method\":\"system.health\",\"id\":1}\n".utf8))
+        let text = try Self.exchange(
+            path, Array(String(repeating: "x", count: 500).utf8) + Array("\n{\"jsonrpc\":\"2.0\",\"method\":\"system.health\",\"id\":1}\n".utf8))
         let lines = text.split(separator: "\n")
         #expect(lines.count == 1, "nothing after the oversized line is served")
         #expect(try JSON.parse(String(lines[0]))["error"]?["message"] == "Request too large: the limit is 100 bytes")
@@ -153,8 +162,9 @@ import Testing
             usleep(300_000)
             return "done"
         }
-        let server = RPCSocketServer(configuration: .init(socketPath: path), protocol: JSONRPCServerProtocol(registry: registry),
-                                     makeContext: { peer in AdminRPCContext(peer: peer) })
+        let server = RPCSocketServer(
+            configuration: .init(socketPath: path), protocol: JSONRPCServerProtocol(registry: registry),
+            makeContext: { peer in AdminRPCContext(peer: peer) })
         try server.start()
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }

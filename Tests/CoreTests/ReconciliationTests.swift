@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Core
 
 /// Reconciliation's pure parts: the App Store Server API token (claims and ES256
@@ -9,8 +10,9 @@ import Testing
     static let now = Timestamp(secondsSinceEpoch: 1_800_000_000)
 
     func token(lifetime: Int = 1200) throws -> AppStoreServerAPIToken {
-        try AppStoreServerAPIToken(issuerId: "57246542-96fe-1a63-e053-0824d011072a", keyId: "2X9R4HXF34",
-                                   bundleId: "com.example.app", privateKeyPEM: try Self.key.pem(), lifetimeSeconds: lifetime)
+        try AppStoreServerAPIToken(
+            issuerId: "57246542-96fe-1a63-e053-0824d011072a", keyId: "2X9R4HXF34",
+            bundleId: "com.example.app", privateKeyPEM: try Self.key.pem(), lifetimeSeconds: lifetime)
     }
 
     @Test func claimsAreApplesAndTheSignatureVerifiesWithThePublicKey() throws {
@@ -103,12 +105,15 @@ import Testing
         return ReconcileSchedule(reconcile)
     }()
 
-    func candidate(_ phase: AccessPhase, willRenew: Bool = true, endedAgo: Int64? = 2 * hour, graceIn: Int64? = nil,
-                   nextIn: Int64? = nil) -> ReconcileSchedule.Candidate {
-        ReconcileSchedule.Candidate(subscriptionId: "1000", userId: "u", phase: phase, willRenew: willRenew,
-                                    expiresAt: endedAgo.map { Self.now.adding(milliseconds: -$0) },
-                                    graceExpiresAt: graceIn.map { Self.now.adding(milliseconds: $0) },
-                                    nextAttemptAt: nextIn.map { Self.now.adding(milliseconds: $0) })
+    func candidate(
+        _ phase: AccessPhase, willRenew: Bool = true, endedAgo: Int64? = 2 * hour, graceIn: Int64? = nil,
+        nextIn: Int64? = nil
+    ) -> ReconcileSchedule.Candidate {
+        ReconcileSchedule.Candidate(
+            subscriptionId: "1000", userId: "u", phase: phase, willRenew: willRenew,
+            expiresAt: endedAgo.map { Self.now.adding(milliseconds: -$0) },
+            graceExpiresAt: graceIn.map { Self.now.adding(milliseconds: $0) },
+            nextAttemptAt: nextIn.map { Self.now.adding(milliseconds: $0) })
     }
 
     func reason(_ c: ReconcileSchedule.Candidate) -> ReconcileSchedule.Reason? { schedule.reason(c, now: Self.now) }
@@ -181,14 +186,19 @@ import Testing
         #expect(defaults.apple.serverApi.productionUrl == "https://api.storekit.itunes.apple.com")
         #expect(defaults.apple.serverApi.sandboxUrl == "https://api.storekit-sandbox.itunes.apple.com")
 
-        let set = try BillingConfiguration(json: ["database": ["socket": "/tmp/x.sock"],
+        let set = try BillingConfiguration(json: [
+            "database": ["socket": "/tmp/x.sock"],
             "apple": ["serverApi": ["issuerId": "i", "keyId": "k", "privateKey": "pem", "productionUrl": "https://127.0.0.1:1/p"]],
-            "reconcile": ["afterSeconds": 60, "intervalSeconds": 10, "batchSize": 5]])
+            "reconcile": ["afterSeconds": 60, "intervalSeconds": 10, "batchSize": 5],
+        ])
         #expect(set.apple.serverApi.isConfigured)
         #expect(set.reconcile.batchSize == 5)
 
         func problems(_ json: JSON) -> String {
-            do { _ = try BillingConfiguration(json: json); return "" } catch { return "\(error)" }
+            do {
+                _ = try BillingConfiguration(json: json)
+                return ""
+            } catch { return "\(error)" }
         }
         #expect(problems(["database": ["socket": "/s"], "apple": ["serverApi": ["issuerId": "i"]]]).contains("apple.serverApi.privateKey"))
         #expect(problems(["database": ["socket": "/s"], "apple": ["serverApi": ["sandboxUrl": "http://x"]]]).contains("apple.serverApi.sandboxUrl"))
@@ -232,9 +242,11 @@ import Testing
     static let pattern = UserIdPattern(BillingConfiguration.Users.uuidPattern)!
 
     func transaction(_ extra: JSONObject = [:]) -> JSON {
-        var t: JSONObject = ["transactionId": "2000000002", "originalTransactionId": "2000000001", "productId": "com.example.plus.monthly",
-                             "environment": "Production", "purchaseDate": 1_700_000_000_000, "expiresDate": 1_702_592_000_000,
-                             "signedDate": 1_800_000_000_000]
+        var t: JSONObject = [
+            "transactionId": "2000000002", "originalTransactionId": "2000000001", "productId": "com.example.plus.monthly",
+            "environment": "Production", "purchaseDate": 1_700_000_000_000, "expiresDate": 1_702_592_000_000,
+            "signedDate": 1_800_000_000_000,
+        ]
         for (k, v) in extra { t[k] = v }
         return .object(t)
     }
@@ -249,41 +261,50 @@ import Testing
     }
 
     @Test func aRevokedHistoryTransactionIsNewsKeyedByItsRevocation() throws {
-        let d = try AppleDelivery.pulledTransaction(transaction(["revocationDate": 1_701_000_000_000]), catalog: Self.catalog,
-                                                    idPattern: Self.pattern)
+        let d = try AppleDelivery.pulledTransaction(
+            transaction(["revocationDate": 1_701_000_000_000]), catalog: Self.catalog,
+            idPattern: Self.pattern)
         #expect(d.event.kind == .refund)
         #expect(d.event.providerEventId == "2000000002:revoked:1701000000000")
         #expect(d.event.intrinsicAt == Timestamp(millisecondsSinceEpoch: 1_701_000_000_000))
         #expect(d.event.expiresAt == Timestamp(millisecondsSinceEpoch: 1_701_000_000_000))
-        let family = try AppleDelivery.pulledTransaction(transaction(["revocationDate": 1_701_000_000_000, "inAppOwnershipType": "FAMILY_SHARED"]),
-                                                         catalog: Self.catalog, idPattern: Self.pattern)
+        let family = try AppleDelivery.pulledTransaction(
+            transaction(["revocationDate": 1_701_000_000_000, "inAppOwnershipType": "FAMILY_SHARED"]),
+            catalog: Self.catalog, idPattern: Self.pattern)
         #expect(family.event.kind == .revoke)
     }
 
     @Test func aStatusCarriesItsRenewalInfoAndFoldsAtThePull() throws {
-        let renewal: JSON = ["originalTransactionId": "2000000001", "autoRenewStatus": 0, "autoRenewProductId": "com.example.plus.monthly",
-                             "isInBillingRetryPeriod": true, "gracePeriodExpiresDate": 1_800_100_000_000, "signedDate": 1_800_000_000_500,
-                             "environment": "Production"]
-        let d = try AppleDelivery.pulledStatus(status: 4, transaction: transaction(), renewal: renewal, id: "status:x",
-                                               catalog: Self.catalog, idPattern: Self.pattern)
+        let renewal: JSON = [
+            "originalTransactionId": "2000000001", "autoRenewStatus": 0, "autoRenewProductId": "com.example.plus.monthly",
+            "isInBillingRetryPeriod": true, "gracePeriodExpiresDate": 1_800_100_000_000, "signedDate": 1_800_000_000_500,
+            "environment": "Production",
+        ]
+        let d = try AppleDelivery.pulledStatus(
+            status: 4, transaction: transaction(), renewal: renewal, id: "status:x",
+            catalog: Self.catalog, idPattern: Self.pattern)
         #expect(d.event.kind == .unknown, "the transaction states the period, the renewal info the rest")
         #expect(d.event.rawType == "SUBSCRIPTION_STATUS/4")
         #expect(d.event.willRenew == false)
         #expect(d.event.inBillingRetry == true)
         #expect(d.event.graceExpiresAt == Timestamp(millisecondsSinceEpoch: 1_800_100_000_000))
         #expect(d.event.intrinsicAt == Timestamp(millisecondsSinceEpoch: 1_800_000_000_500))
-        let expired = try AppleDelivery.pulledStatus(status: 2, transaction: transaction(), renewal: nil, id: "status:y",
-                                                     catalog: Self.catalog, idPattern: Self.pattern)
+        let expired = try AppleDelivery.pulledStatus(
+            status: 2, transaction: transaction(), renewal: nil, id: "status:y",
+            catalog: Self.catalog, idPattern: Self.pattern)
         #expect(expired.event.kind == .expiration)
     }
 
     @Test func theStatusDigestIgnoresWhenAppleSignedIt() throws {
-        let a = try AppleDelivery.pulledStatus(status: 1, transaction: transaction(), renewal: nil, id: "", catalog: Self.catalog,
-                                               idPattern: Self.pattern)
-        let b = try AppleDelivery.pulledStatus(status: 1, transaction: transaction(["signedDate": 1_900_000_000_000]), renewal: nil, id: "",
-                                               catalog: Self.catalog, idPattern: Self.pattern)
-        let c = try AppleDelivery.pulledStatus(status: 1, transaction: transaction(["expiresDate": 1_705_000_000_000]), renewal: nil, id: "",
-                                               catalog: Self.catalog, idPattern: Self.pattern)
+        let a = try AppleDelivery.pulledStatus(
+            status: 1, transaction: transaction(), renewal: nil, id: "", catalog: Self.catalog,
+            idPattern: Self.pattern)
+        let b = try AppleDelivery.pulledStatus(
+            status: 1, transaction: transaction(["signedDate": 1_900_000_000_000]), renewal: nil, id: "",
+            catalog: Self.catalog, idPattern: Self.pattern)
+        let c = try AppleDelivery.pulledStatus(
+            status: 1, transaction: transaction(["expiresDate": 1_705_000_000_000]), renewal: nil, id: "",
+            catalog: Self.catalog, idPattern: Self.pattern)
         #expect(Reconciler.digest(a.event) == Reconciler.digest(b.event))
         #expect(Reconciler.digest(a.event) != Reconciler.digest(c.event))
     }

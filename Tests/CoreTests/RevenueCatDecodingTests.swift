@@ -1,9 +1,11 @@
 import Testing
+
 @testable import Core
 
 @Suite struct RevenueCatDecodingTests {
-    let tiers = TierResolver(rules: [("pro", .pro), ("plus", .plus)],
-                             products: ["app.x.pro.yearly": .init(tier: .pro, cadence: .yearly)])
+    let tiers = TierResolver(
+        rules: [("pro", .pro), ("plus", .plus)],
+        products: ["app.x.pro.yearly": .init(tier: .pro, cadence: .yearly)])
     let user = "6f1c1a8e-8a4e-4f37-9a44-1d2b3c4d5e6f"
     let alias = "0a1b2c3d-0000-4000-8000-000000000001"
 
@@ -17,8 +19,10 @@ import Testing
             [("pro", .pro), ("plus", .plus)], [("plus", .plus), ("pro", .pro)], [("prémium", .pro), ("p", .plus)],
             [("app.plus", .plus)], [("ß", .pro), ("ss", .plus)],
         ]
-        let ids = ["pro", "PRO", "Pro", "app.PLUS.monthly", "app.plus", "apP.Plu", "xpr", "p", "", "plusPro", "PROPLUS",
-                   "com.x.Prémium", "COM.X.PRÉMIUM", "straße", "STRASSE", "İpro", "app.pr\u{0301}o", "ＰＲＯ", "prp.ro"]
+        let ids = [
+            "pro", "PRO", "Pro", "app.PLUS.monthly", "app.plus", "apP.Plu", "xpr", "p", "", "plusPro", "PROPLUS",
+            "com.x.Prémium", "COM.X.PRÉMIUM", "straße", "STRASSE", "İpro", "app.pr\u{0301}o", "ＰＲＯ", "prp.ro",
+        ]
         for order in rules {
             let resolver = TierResolver(rules: order, products: [:])
             for id in ids {
@@ -30,14 +34,15 @@ import Testing
     }
 
     @Test func decodesAnInitialTrialPurchase() throws {
-        let d = try RevenueCatDelivery.decode(body([
-            "id": "EVT-1", "type": "INITIAL_PURCHASE", "app_user_id": "$RCAnonymousID:abc",
-            "original_app_user_id": .string(user), "aliases": ["$RCAnonymousID:abc", .string(user), .string(alias)],
-            "product_id": "app.x.plus.monthly", "entitlement_ids": ["Plus"], "period_type": "TRIAL",
-            "purchased_at_ms": 1_700_000_000_000, "expiration_at_ms": 1_700_604_800_000,
-            "event_timestamp_ms": 1_700_000_000_500, "environment": "SANDBOX", "store": "APP_STORE",
-            "original_transaction_id": "2000000123", "price_in_purchased_currency": 9.99, "currency": "eur",
-        ]), tiers: tiers, idPattern: .uuid)
+        let d = try RevenueCatDelivery.decode(
+            body([
+                "id": "EVT-1", "type": "INITIAL_PURCHASE", "app_user_id": "$RCAnonymousID:abc",
+                "original_app_user_id": .string(user), "aliases": ["$RCAnonymousID:abc", .string(user), .string(alias)],
+                "product_id": "app.x.plus.monthly", "entitlement_ids": ["Plus"], "period_type": "TRIAL",
+                "purchased_at_ms": 1_700_000_000_000, "expiration_at_ms": 1_700_604_800_000,
+                "event_timestamp_ms": 1_700_000_000_500, "environment": "SANDBOX", "store": "APP_STORE",
+                "original_transaction_id": "2000000123", "price_in_purchased_currency": 9.99, "currency": "eur",
+            ]), tiers: tiers, idPattern: .uuid)
         #expect(d.userCandidates == [user, alias], "anonymous ids never name a user; duplicates dropped")
         let e = d.event
         #expect(e.kind == .purchase && e.rawType == "INITIAL_PURCHASE")
@@ -84,15 +89,18 @@ import Testing
             let d = try RevenueCatDelivery.decode(body(["id": "e", "type": .string(type), "event_timestamp_ms": 1]), tiers: tiers, idPattern: .uuid)
             #expect(d.event.kind == kind, "\(type)")
         }
-        let refund = try RevenueCatDelivery.decode(body(["id": "e", "type": "CANCELLATION", "cancel_reason": "CUSTOMER_SUPPORT"]), tiers: tiers, idPattern: .uuid)
+        let refund = try RevenueCatDelivery.decode(
+            body(["id": "e", "type": "CANCELLATION", "cancel_reason": "CUSTOMER_SUPPORT"]), tiers: tiers, idPattern: .uuid)
         #expect(refund.event.kind == .refund)
         // A failed charge, sent beside BILLING_ISSUE: a billing issue, never a cancellation.
-        let billingError = try RevenueCatDelivery.decode(body(["id": "e", "type": "CANCELLATION", "cancel_reason": "BILLING_ERROR"]),
-                                                         tiers: tiers, idPattern: .uuid)
+        let billingError = try RevenueCatDelivery.decode(
+            body(["id": "e", "type": "CANCELLATION", "cancel_reason": "BILLING_ERROR"]),
+            tiers: tiers, idPattern: .uuid)
         #expect(billingError.event.kind == .billingIssue && billingError.event.cancelReason == "BILLING_ERROR")
         for reason in ["UNSUBSCRIBE", "DEVELOPER_INITIATED", "PRICE_INCREASE", "UNKNOWN"] {
-            let d = try RevenueCatDelivery.decode(body(["id": "e", "type": "CANCELLATION", "cancel_reason": .string(reason)]),
-                                                  tiers: tiers, idPattern: .uuid)
+            let d = try RevenueCatDelivery.decode(
+                body(["id": "e", "type": "CANCELLATION", "cancel_reason": .string(reason)]),
+                tiers: tiers, idPattern: .uuid)
             #expect(d.event.kind == .cancellation, "\(reason)")
         }
     }
@@ -109,16 +117,22 @@ import Testing
         #expect(tiers.tier(entitlementIds: [], productId: "app.x.pro.yearly") == .pro)
         #expect(tiers.tier(entitlementIds: [], productId: "app.x.plus.weekly") == .plus)
         #expect(tiers.tier(entitlementIds: ["premium"], productId: "coins") == nil)
-        let change = try RevenueCatDelivery.decode(body(["id": "e", "type": "PRODUCT_CHANGE", "product_id": "app.x.plus.monthly",
-                                                         "new_product_id": "app.x.pro.yearly", "entitlement_ids": ["plus"]]),
-                                                   tiers: tiers, idPattern: .uuid)
+        let change = try RevenueCatDelivery.decode(
+            body([
+                "id": "e", "type": "PRODUCT_CHANGE", "product_id": "app.x.plus.monthly",
+                "new_product_id": "app.x.pro.yearly", "entitlement_ids": ["plus"],
+            ]),
+            tiers: tiers, idPattern: .uuid)
         #expect(change.event.tier == .plus && change.event.newTier == .pro && change.event.newProductId == "app.x.pro.yearly")
     }
 
     @Test func transferKeepsOnlyIdsThatCanNameUsers() throws {
-        let d = try RevenueCatDelivery.decode(body(["id": "t", "type": "TRANSFER", "event_timestamp_ms": 1,
-                                                    "transferred_from": ["$RCAnonymousID:x", .string(user)],
-                                                    "transferred_to": [.string(alias)]]), tiers: tiers, idPattern: .uuid)
+        let d = try RevenueCatDelivery.decode(
+            body([
+                "id": "t", "type": "TRANSFER", "event_timestamp_ms": 1,
+                "transferred_from": ["$RCAnonymousID:x", .string(user)],
+                "transferred_to": [.string(alias)],
+            ]), tiers: tiers, idPattern: .uuid)
         #expect(d.event.transferredFrom == [user] && d.event.transferredTo == [alias])
         #expect(d.userCandidates.isEmpty)
     }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Core
 
 private struct Boom: Error {}
@@ -15,8 +16,9 @@ private struct UnmappedConvertible: APIErrorConvertible {
     }
 
     private func context(_ reports: Reports = Reports()) -> BillingRequestContext {
-        BillingRequestContext(clock: FixedClock(Timestamp(secondsSinceEpoch: 1_700_000_000)),
-                       reportUnexpectedError: { error, _ in reports.errors.append(String(describing: error)) })
+        BillingRequestContext(
+            clock: FixedClock(Timestamp(secondsSinceEpoch: 1_700_000_000)),
+            reportUnexpectedError: { error, _ in reports.errors.append(String(describing: error)) })
     }
 
     private func json(_ response: HTTPResponse) throws -> JSON { try JSON.parse(response.body) }
@@ -104,8 +106,9 @@ private struct UnmappedConvertible: APIErrorConvertible {
 
     @Test func malformedJSONBodyIs400NotA500() throws {
         for body in ["{", "", "[1,", "{\"a\":1,\"a\":2}"] {
-            let response = router().respond(to: HTTPRequest(method: .post, path: "/t/json", body: Array(body.utf8)),
-                                            context: context())
+            let response = router().respond(
+                to: HTTPRequest(method: .post, path: "/t/json", body: Array(body.utf8)),
+                context: context())
             #expect(response.status == .badRequest, "\(body)")
             #expect(try json(response)["error"]?["code"] == "invalid_json")
         }

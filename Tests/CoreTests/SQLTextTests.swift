@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Core
 
 /// The statement text as the cache sees it (`SQLText`) and column lookup by name
@@ -12,10 +13,11 @@ import Testing
             SELECT \(unsafeRaw: "e.id, e.kind") FROM billing_events e
             WHERE e.user_id = \(user) AND e.id IN (\(list: ids)) AND e.tier IN (\(list: [])) \(nested)
             """
-        #expect(query.sql == """
-            SELECT e.id, e.kind FROM billing_events e
-            WHERE e.user_id = ? AND e.id IN (?, ?) AND e.tier IN (NULL) AND kind = ?
-            """)
+        #expect(
+            query.sql == """
+                SELECT e.id, e.kind FROM billing_events e
+                WHERE e.user_id = ? AND e.id IN (?, ?) AND e.tier IN (NULL) AND kind = ?
+                """)
         #expect(query.binds == [.string("u-1"), .int(1), .int(2), .string("renewal")])
         #expect(query.text == SQLText(query.sql))
         var appended: SQLQuery = "SELECT 1"
@@ -39,7 +41,8 @@ import Testing
         let base = Array("SELECT a.revision, a.last_event_at FROM billing_access a WHERE a.user_id = ?".utf8)
         for length in 0...base.count {
             let prefix = String(decoding: base.prefix(length), as: UTF8.self)
-            let one = SQLText(prefix), two = SQLText(prefix)
+            let one = SQLText(prefix)
+            let two = SQLText(prefix)
             #expect(one == two)
             #expect(one.hashValue == two.hashValue)
             for position in 0..<length {

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Core
 
 /// Day-granular instants keep the scenarios readable: day(0) is 2026-01-01.
@@ -6,16 +7,18 @@ private func day(_ n: Int64, hour: Int64 = 0) -> Timestamp {
     Timestamp(CivilDateTime(year: 2026, month: 1, day: 1)).adding(seconds: n * 86_400 + hour * 3600)
 }
 
-
-private func ev(_ kind: EventKind, at: Int64, sub: String = "sub-1", product: String? = "plus.monthly",
-                tier: Tier? = .plus, expires: Int64? = nil, trial: Bool = false, grace: Int64? = nil,
-                newProduct: String? = nil, newTier: Tier? = nil, id: String? = nil,
-                from: [String] = [], to: [String] = []) -> StoreEvent {
-    StoreEvent(provider: .revenuecat, providerEventId: id ?? "\(kind.rawValue)-\(at)-\(sub)", rawType: kind.rawValue.uppercased(),
-               kind: kind, intrinsicAt: day(at), subscriptionId: sub, productId: product, tier: tier,
-               periodType: trial ? "TRIAL" : "NORMAL", isTrial: trial, environment: .production, platform: "app_store",
-               purchasedAt: day(at), expiresAt: expires.map { day($0) }, graceExpiresAt: grace.map { day($0) },
-               newProductId: newProduct, newTier: newTier, transferredFrom: from, transferredTo: to)
+private func ev(
+    _ kind: EventKind, at: Int64, sub: String = "sub-1", product: String? = "plus.monthly",
+    tier: Tier? = .plus, expires: Int64? = nil, trial: Bool = false, grace: Int64? = nil,
+    newProduct: String? = nil, newTier: Tier? = nil, id: String? = nil,
+    from: [String] = [], to: [String] = []
+) -> StoreEvent {
+    StoreEvent(
+        provider: .revenuecat, providerEventId: id ?? "\(kind.rawValue)-\(at)-\(sub)", rawType: kind.rawValue.uppercased(),
+        kind: kind, intrinsicAt: day(at), subscriptionId: sub, productId: product, tier: tier,
+        periodType: trial ? "TRIAL" : "NORMAL", isTrial: trial, environment: .production, platform: "app_store",
+        purchasedAt: day(at), expiresAt: expires.map { day($0) }, graceExpiresAt: grace.map { day($0) },
+        newProductId: newProduct, newTier: newTier, transferredFrom: from, transferredTo: to)
 }
 
 private func resolve(_ events: [StoreEvent], user: String = "u1", at now: Int64) -> (tier: Tier, phase: AccessPhase, sub: SubscriptionState?) {
@@ -122,9 +125,11 @@ private func resolve(_ events: [StoreEvent], user: String = "u1", at now: Int64)
     }
 
     @Test func productChangeBackToCurrentProductClearsPending() {
-        let events = [ev(.purchase, at: 0, expires: 30),
-                      ev(.productChange, at: 5, expires: 30, newProduct: "pro.monthly", newTier: .pro),
-                      ev(.productChange, at: 6, expires: 30, newProduct: "plus.monthly", newTier: .plus)]
+        let events = [
+            ev(.purchase, at: 0, expires: 30),
+            ev(.productChange, at: 5, expires: 30, newProduct: "pro.monthly", newTier: .pro),
+            ev(.productChange, at: 6, expires: 30, newProduct: "plus.monthly", newTier: .plus),
+        ]
         #expect(resolve(events, at: 7).sub?.pendingChange == nil)
     }
 
@@ -207,7 +212,10 @@ private func resolve(_ events: [StoreEvent], user: String = "u1", at now: Int64)
 private func forEachPermutation<T>(_ items: [T], _ body: ([T]) -> Void) {
     var items = items
     func permute(_ k: Int) {
-        if k == items.count { body(items); return }
+        if k == items.count {
+            body(items)
+            return
+        }
         for i in k..<items.count {
             items.swapAt(k, i)
             permute(k + 1)
@@ -220,18 +228,23 @@ private func forEachPermutation<T>(_ items: [T], _ body: ([T]) -> Void) {
 @Suite struct StoreFoldSourcePrecedenceTests {
     private func at(_ day: Int64) -> Timestamp { Timestamp(CivilDateTime(year: 2026, month: 1, day: 1)).adding(seconds: day * 86_400) }
 
-    private func event(_ provider: EventProvider, _ kind: EventKind, id: String, at t: Int64, expires: Int64, purchased: Int64? = nil,
-                       tier: Tier = .plus) -> StoreEvent {
-        StoreEvent(provider: provider, providerEventId: id, rawType: kind.rawValue, kind: kind, intrinsicAt: at(t),
-                   subscriptionId: "otid-1", productId: "p", tier: tier, environment: .production, platform: "app_store",
-                   purchasedAt: at(purchased ?? t), expiresAt: at(expires))
+    private func event(
+        _ provider: EventProvider, _ kind: EventKind, id: String, at t: Int64, expires: Int64, purchased: Int64? = nil,
+        tier: Tier = .plus
+    ) -> StoreEvent {
+        StoreEvent(
+            provider: provider, providerEventId: id, rawType: kind.rawValue, kind: kind, intrinsicAt: at(t),
+            subscriptionId: "otid-1", productId: "p", tier: tier, environment: .production, platform: "app_store",
+            purchasedAt: at(purchased ?? t), expiresAt: at(expires))
     }
 
     @Test func appStoreWinsOverRevenueCatForTheSameSubscription() {
         // RevenueCat says expired at day 20 (a later, relayed view); Apple says renewed to day 60.
-        let events = [event(.appleNotification, .purchase, id: "a1", at: 0, expires: 30),
-                      event(.appleNotification, .renewal, id: "a2", at: 29, expires: 60),
-                      event(.revenuecat, .expiration, id: "r1", at: 40, expires: 20)]
+        let events = [
+            event(.appleNotification, .purchase, id: "a1", at: 0, expires: 30),
+            event(.appleNotification, .renewal, id: "a2", at: 29, expires: 60),
+            event(.revenuecat, .expiration, id: "r1", at: 40, expires: 20),
+        ]
         for order in [events, events.reversed(), [events[2], events[0], events[1]]] {
             let projection = StoreFold.fold(order, userId: "u")
             #expect(projection.subscriptions.count == 1)
@@ -248,8 +261,10 @@ private func forEachPermutation<T>(_ items: [T], _ body: ([T]) -> Void) {
 
     @Test func olderAppStorePeriodSignedLaterDoesNotRollBack() {
         // A restore re-posts the first period's transaction, freshly signed, after the renewal.
-        let events = [event(.appleNotification, .renewal, id: "n-renew", at: 29, expires: 60, purchased: 29),
-                      event(.appleTransaction, .purchase, id: "t-first", at: 45, expires: 30, purchased: 0)]
+        let events = [
+            event(.appleNotification, .renewal, id: "n-renew", at: 29, expires: 60, purchased: 29),
+            event(.appleTransaction, .purchase, id: "t-first", at: 45, expires: 30, purchased: 0),
+        ]
         let projection = StoreFold.fold(events, userId: "u")
         #expect(projection.subscriptions[0].expiresAt == at(60))
     }

@@ -1,6 +1,7 @@
-@testable import Core
 import Foundation
 import Testing
+
+@testable import Core
 
 private let hour: Int64 = 3_600_000
 private let now = Timestamp(millisecondsSinceEpoch: 1_780_000_000_000)
@@ -9,16 +10,19 @@ private func at(_ hours: Int64) -> Timestamp { Timestamp(millisecondsSinceEpoch:
 
 private func newUser() -> String { UUID().uuidString.lowercased() }
 
-private func event(_ kind: EventKind, _ type: String, at hours: Int64, expires: Int64? = nil, sub: String,
-                   product: String = "app.plus.monthly", tier: Tier = .plus, trial: Bool = false, grace: Int64? = nil,
-                   newProduct: String? = nil, from: [String] = [], to: [String] = [], id: String? = nil) -> StoreEvent {
-    StoreEvent(provider: .revenuecat, providerEventId: id ?? "it-\(UUID().uuidString)", rawType: type, kind: kind,
-               intrinsicAt: at(hours), subscriptionId: kind == .transfer ? nil : sub,
-               productId: kind == .transfer ? nil : product, tier: kind == .transfer ? nil : tier,
-               periodType: trial ? "TRIAL" : "NORMAL", isTrial: trial, environment: .production, platform: "app_store",
-               purchasedAt: at(hours), expiresAt: expires.map(at), graceExpiresAt: grace.map(at),
-               priceMilli: 4990, currency: "EUR", newProductId: newProduct,
-               newTier: newProduct == nil ? nil : .pro, transferredFrom: from, transferredTo: to)
+private func event(
+    _ kind: EventKind, _ type: String, at hours: Int64, expires: Int64? = nil, sub: String,
+    product: String = "app.plus.monthly", tier: Tier = .plus, trial: Bool = false, grace: Int64? = nil,
+    newProduct: String? = nil, from: [String] = [], to: [String] = [], id: String? = nil
+) -> StoreEvent {
+    StoreEvent(
+        provider: .revenuecat, providerEventId: id ?? "it-\(UUID().uuidString)", rawType: type, kind: kind,
+        intrinsicAt: at(hours), subscriptionId: kind == .transfer ? nil : sub,
+        productId: kind == .transfer ? nil : product, tier: kind == .transfer ? nil : tier,
+        periodType: trial ? "TRIAL" : "NORMAL", isTrial: trial, environment: .production, platform: "app_store",
+        purchasedAt: at(hours), expiresAt: expires.map(at), graceExpiresAt: grace.map(at),
+        priceMilli: 4990, currency: "EUR", newProductId: newProduct,
+        newTier: newProduct == nil ? nil : .pro, transferredFrom: from, transferredTo: to)
 }
 
 @discardableResult
@@ -69,7 +73,8 @@ private func snapshot(_ user: String, on db: DatabaseConnection) throws -> Acces
 
     @Test func unmatchedEventIsClaimedWhenTheUserBecomesKnown() throws {
         try withMigratedDatabase { db in
-            let user = newUser(), alias = newUser()
+            let user = newUser()
+            let alias = newUser()
             let trial = event(.purchase, "INITIAL_PURCHASE", at: -2, expires: 160, sub: "s-\(user)", trial: true)
             let outcome = try ingest(trial, candidates: [user, alias], on: db)
             #expect(outcome.status == .unmatched && outcome.users.isEmpty)
@@ -98,7 +103,8 @@ private func snapshot(_ user: String, on db: DatabaseConnection) throws -> Acces
     /// nothing and arrival order decided the outcome.
     @Test(arguments: [true, false]) func transferMovesTheSubscriptionWhateverTheArrivalOrder(purchaseFirst: Bool) throws {
         try withMigratedDatabase { db in
-            let sender = newUser(), receiver = newUser()
+            let sender = newUser()
+            let receiver = newUser()
             for user in [sender, receiver] { try UserDirectory.ensureKnown(user, source: .token, createdAt: now, now: now, on: db) }
             let purchase = event(.purchase, "INITIAL_PURCHASE", at: -3, expires: 720, sub: "s-\(sender)", product: "app.pro.monthly", tier: .pro)
             let transfer = event(.transfer, "TRANSFER", at: -1, sub: "", from: [sender], to: [receiver])
@@ -117,7 +123,8 @@ private func snapshot(_ user: String, on db: DatabaseConnection) throws -> Acces
 
     @Test func lateEventOfAnUnknownSenderReachesTheKnownReceiver() throws {
         try withMigratedDatabase { db in
-            let sender = newUser(), receiver = newUser()
+            let sender = newUser()
+            let receiver = newUser()
             try UserDirectory.ensureKnown(receiver, source: .token, createdAt: now, now: now, on: db)
             let transfer = event(.transfer, "TRANSFER", at: -1, sub: "", from: [sender], to: [receiver])
             #expect(try ingest(transfer, candidates: [receiver], on: db).status == .applied)
@@ -131,7 +138,8 @@ private func snapshot(_ user: String, on db: DatabaseConnection) throws -> Acces
 
     @Test func transferToAUserWhoAppearsLater() throws {
         try withMigratedDatabase { db in
-            let sender = newUser(), receiver = newUser()
+            let sender = newUser()
+            let receiver = newUser()
             try UserDirectory.ensureKnown(sender, source: .token, createdAt: now, now: now, on: db)
             try ingest(event(.purchase, "INITIAL_PURCHASE", at: -3, expires: 720, sub: "s-\(sender)"), candidates: [sender], on: db)
             let transfer = event(.transfer, "TRANSFER", at: -1, sub: "", from: [sender], to: [receiver])
@@ -226,7 +234,8 @@ private func snapshot(_ user: String, on db: DatabaseConnection) throws -> Acces
                 events.append(event(.billingIssue, "BILLING_ISSUE", at: -30, expires: 1000, sub: sub, grace: 1100))
                 events.append(event(.productChange, "PRODUCT_CHANGE", at: -20, expires: 1000, sub: sub, newProduct: "app.pro.yearly"))
                 if i % 2 == 1 { events.append(event(.cancellation, "CANCELLATION", at: -10, expires: 1000, sub: sub)) }
-                events.append(event(.nonRenewingPurchase, "NON_RENEWING_PURCHASE", at: -5, sub: "lifetime-\(user)", product: "app.pro.lifetime", tier: .pro))
+                events.append(
+                    event(.nonRenewingPurchase, "NON_RENEWING_PURCHASE", at: -5, sub: "lifetime-\(user)", product: "app.pro.lifetime", tier: .pro))
                 history[user] = events
             }
             // Half of the users are known before their events, half after (claimed).

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Core
 
 /// Binding under `restore_moves` and the quarantine re-run after a trust fix, against the
@@ -19,13 +20,15 @@ import Testing
     func sign(_ payload: JSON, chain: String) throws -> String {
         let dir = try ca()
         let x5c: [JSON] = try ["leaf", "intermediate", "root"].map { .string(Base64.encode(try FileIO.read("\(dir)/\(chain)-\($0).der"))) }
-        return try CompactJWS.sign(payload: payload, header: ["x5c": .array(x5c)],
-                                   key: try PrivateKey(pem: try FileIO.readString("\(dir)/\(chain)-leaf-key.pem")), algorithm: "ES256")
+        return try CompactJWS.sign(
+            payload: payload, header: ["x5c": .array(x5c)],
+            key: try PrivateKey(pem: try FileIO.readString("\(dir)/\(chain)-leaf-key.pem")), algorithm: "ES256")
     }
 
     func verifier(root: String, bundleId: String = "com.example.fcgibilling") throws -> AppleSignedDataVerifier {
-        AppleSignedDataVerifier(rootCertificates: [try FileIO.read("\(try ca())/\(root)-root.der")], bundleId: bundleId,
-                                appAppleId: 1234567, environments: ["Production", "Sandbox"])
+        AppleSignedDataVerifier(
+            rootCertificates: [try FileIO.read("\(try ca())/\(root)-root.der")], bundleId: bundleId,
+            appAppleId: 1234567, environments: ["Production", "Sandbox"])
     }
 
     /// What billing-rpc builds from a configuration trusting `root`.
@@ -39,22 +42,27 @@ import Testing
     }
 
     func transaction(_ id: String, original: String) -> JSON {
-        ["transactionId": .string(id), "originalTransactionId": .string(original), "bundleId": "com.example.fcgibilling",
-         "productId": "com.example.plus.monthly", "purchaseDate": .int(now.millisecondsSinceEpoch - 1000),
-         "expiresDate": .int(now.millisecondsSinceEpoch + 30 * 86_400_000), "signedDate": .int(now.millisecondsSinceEpoch),
-         "environment": "Production", "price": 4990, "currency": "EUR"]
+        [
+            "transactionId": .string(id), "originalTransactionId": .string(original), "bundleId": "com.example.fcgibilling",
+            "productId": "com.example.plus.monthly", "purchaseDate": .int(now.millisecondsSinceEpoch - 1000),
+            "expiresDate": .int(now.millisecondsSinceEpoch + 30 * 86_400_000), "signedDate": .int(now.millisecondsSinceEpoch),
+            "environment": "Production", "price": 4990, "currency": "EUR",
+        ]
     }
 
     func tier(_ user: String, _ db: DatabaseConnection) throws -> Tier {
         try AccessSnapshot.load(userId: user, now: now, cadence: { _ in nil }, on: db)?.tier ?? .free
     }
 
-    func post(_ user: String, _ jws: String, restore: Bool, policy: BillingConfiguration.Binding.Policy,
-              _ db: DatabaseConnection) throws -> AppleBinding.Decision {
+    func post(
+        _ user: String, _ jws: String, restore: Bool, policy: BillingConfiguration.Binding.Policy,
+        _ db: DatabaseConnection
+    ) throws -> AppleBinding.Decision {
         let delivery = try AppleDelivery.postedTransaction(jws, verifier: try verifier(root: "a"), catalog: catalog, idPattern: pattern, now: now)
         let t = try #require(delivery.transaction)
-        let decision = try AppleBinding.bind(subscriptionId: t.originalTransactionId, userId: user, restore: restore, policy: policy,
-                                             transactionId: t.transactionId, environment: t.environment, now: now, on: db)
+        let decision = try AppleBinding.bind(
+            subscriptionId: t.originalTransactionId, userId: user, restore: restore, policy: policy,
+            transactionId: t.transactionId, environment: t.environment, now: now, on: db)
         if case .denied = decision { return decision }
         _ = try AppleIngestion.ingest(delivery, policy: policy, now: now, on: db)
         return decision
@@ -63,7 +71,8 @@ import Testing
     @Test func restoreMovesOnlyWithRestoreAndThePreviousOwnerLosesAccess() throws {
         try withTestConnection { db in
             _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: db)
-            let owner = "11111111-1111-4111-8111-111111111111", other = "22222222-2222-4222-8222-222222222222"
+            let owner = "11111111-1111-4111-8111-111111111111"
+            let other = "22222222-2222-4222-8222-222222222222"
             for user in [owner, other] { try UserDirectory.ensureKnown(user, source: .token, createdAt: now, now: now, on: db) }
             let first = try sign(transaction("500", original: "500"), chain: "a")
             #expect(try post(owner, first, restore: false, policy: .restoreMoves, db) == .bound)
@@ -91,21 +100,30 @@ import Testing
             // Apple signs (chain A, trusted) for the app; the configuration names the bundle
             // with a typo: the signature verifies, a setting refuses it, it is quarantined.
             let typo = "com.example.fcgibiling"
-            let note: JSON = ["notificationType": "SUBSCRIBED", "subtype": "INITIAL_BUY", "notificationUUID": "q-1",
-                              "signedDate": .int(now.millisecondsSinceEpoch),
-                              "data": ["bundleId": "com.example.fcgibilling", "environment": "Production", "appAppleId": 1234567,
-                                       "signedTransactionInfo": .string(try sign(transaction("700", original: "700").merged(["appAccountToken": .string(user)]), chain: "a"))]]
+            let note: JSON = [
+                "notificationType": "SUBSCRIBED", "subtype": "INITIAL_BUY", "notificationUUID": "q-1",
+                "signedDate": .int(now.millisecondsSinceEpoch),
+                "data": [
+                    "bundleId": "com.example.fcgibilling", "environment": "Production", "appAppleId": 1234567,
+                    "signedTransactionInfo": .string(
+                        try sign(transaction("700", original: "700").merged(["appAccountToken": .string(user)]), chain: "a")),
+                ],
+            ]
             let signedPayload = try sign(note, chain: "a")
             let body = Array((["signedPayload": .string(signedPayload)] as JSON).serialized())
             var refusal: AppleVerificationError?
-            do { _ = try AppleWebhook.decode(body: body, verifier: try verifier(root: "a", bundleId: typo), catalog: catalog, idPattern: pattern, now: now) }
-            catch let error as AppleVerificationError { refusal = error }
+            do {
+                _ = try AppleWebhook.decode(
+                    body: body, verifier: try verifier(root: "a", bundleId: typo), catalog: catalog, idPattern: pattern, now: now)
+            } catch let error as AppleVerificationError { refusal = error }
             let error = try #require(refusal)
             #expect(error.reason == .bundleMismatch && error.isSettingMismatch)
-            let id = try #require(try AppleQuarantine.record(provider: .appleNotification, signedPayload: signedPayload, error: error, now: now, on: db))
+            let id = try #require(
+                try AppleQuarantine.record(provider: .appleNotification, signedPayload: signedPayload, error: error, now: now, on: db))
             #expect(try AppleQuarantine.record(provider: .appleNotification, signedPayload: signedPayload, error: error, now: now, on: db) == id)
-            #expect(try db.queryOne("SELECT payload FROM billing_quarantine WHERE id = \(id)")?.bytes("payload") == Array(signedPayload.utf8),
-                    "only the signedPayload is kept")
+            #expect(
+                try db.queryOne("SELECT payload FROM billing_quarantine WHERE id = \(id)")?.bytes("payload") == Array(signedPayload.utf8),
+                "only the signedPayload is kept")
 
             // Still misconfigured: stays quarantined. (The replayers events.retryQuarantined
             // uses, with services configured as the daemon would be.)

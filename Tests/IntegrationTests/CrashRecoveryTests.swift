@@ -1,5 +1,6 @@
-@testable import Core
 import Testing
+
+@testable import Core
 
 /// Found by scripts/torture (long profile, kill -9 of workers during the storm): a user's
 /// creation and the claim of his unmatched events are two transactions, and a process that
@@ -16,19 +17,24 @@ import Testing
     func purchase(_ id: String, on db: DatabaseConnection) throws -> EventIngestion.Outcome {
         let day: Int64 = 86_400_000
         let at = Self.now.millisecondsSinceEpoch - day
-        let delivery = try RevenueCatDelivery.decode(["event": [
-            "id": .string(id), "type": "INITIAL_PURCHASE", "app_user_id": .string(user), "product_id": "app.pro.monthly",
-            "entitlement_ids": ["pro"], "original_transaction_id": .string("otx-\(user)"), "purchased_at_ms": .int(at),
-            "expiration_at_ms": .int(at + 30 * day), "event_timestamp_ms": .int(at), "environment": "PRODUCTION",
-        ]], tiers: services.tiers, idPattern: services.idPattern)
-        return try EventIngestion.ingest(delivery.event, payload: delivery.payload, subjectCandidates: delivery.userCandidates,
-                                         now: Self.now, on: db)
+        let delivery = try RevenueCatDelivery.decode(
+            [
+                "event": [
+                    "id": .string(id), "type": "INITIAL_PURCHASE", "app_user_id": .string(user), "product_id": "app.pro.monthly",
+                    "entitlement_ids": ["pro"], "original_transaction_id": .string("otx-\(user)"), "purchased_at_ms": .int(at),
+                    "expiration_at_ms": .int(at + 30 * day), "event_timestamp_ms": .int(at), "environment": "PRODUCTION",
+                ]
+            ], tiers: services.tiers, idPattern: services.idPattern)
+        return try EventIngestion.ingest(
+            delivery.event, payload: delivery.payload, subjectCandidates: delivery.userCandidates,
+            now: Self.now, on: db)
     }
 
     /// The first of ensureKnown's two transactions, alone.
     func createdButNotClaimed(on db: DatabaseConnection) throws {
         try db.transaction { db in
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO billing_users (id, created_at, first_seen_at, last_seen_at, source)
                 VALUES (\(user), \(Self.now), \(Self.now), \(Self.now), 'token')
                 """)

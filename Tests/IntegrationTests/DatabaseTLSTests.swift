@@ -1,7 +1,8 @@
-@testable import Core
 import Foundation
 import Glibc
 import Testing
+
+@testable import Core
 
 /// `database.tls` against the test MariaDB's TCP port, which scripts/lib/stack.sh starts with
 /// TLS (`--ssl-ca/--ssl-cert/--ssl-key` from `$BILLING_VAR_DIR/secrets/db-tls`): the server's
@@ -17,15 +18,17 @@ import Testing
         let database: DatabaseConfiguration
 
         func tls(ca: String = "ca.pem", clientCertificate: Bool = false) -> DatabaseConfiguration.TLS {
-            DatabaseConfiguration.TLS(caFile: "\(tlsDirectory)/\(ca)",
-                                      certFile: clientCertificate ? "\(tlsDirectory)/client-cert.pem" : nil,
-                                      keyFile: clientCertificate ? "\(tlsDirectory)/client-key.pem" : nil)
+            DatabaseConfiguration.TLS(
+                caFile: "\(tlsDirectory)/\(ca)",
+                certFile: clientCertificate ? "\(tlsDirectory)/client-cert.pem" : nil,
+                keyFile: clientCertificate ? "\(tlsDirectory)/client-key.pem" : nil)
         }
 
         /// `account` over TCP to `host`.
         func tcp(_ account: Account, host: String, tls: DatabaseConfiguration.TLS?) -> DatabaseConfiguration {
-            DatabaseConfiguration(host: host, port: port, user: account.user, password: account.password, name: database.name,
-                                  connectTimeoutSeconds: 2, readTimeoutSeconds: 30, writeTimeoutSeconds: 30, tls: tls)
+            DatabaseConfiguration(
+                host: host, port: port, user: account.user, password: account.password, name: database.name,
+                connectTimeoutSeconds: 2, readTimeoutSeconds: 30, writeTimeoutSeconds: 30, tls: tls)
         }
     }
 
@@ -49,10 +52,13 @@ import Testing
             }
             for requirement in requirements {
                 // Generated hex: safe to write into the statement (CREATE USER takes no placeholders for these).
-                let account = Account(user: "it_tls_" + String(UInt64.random(in: 0...UInt64.max), radix: 16),
-                                      password: String(UInt64.random(in: 0...UInt64.max), radix: 16))
-                try root.execute(SQLQuery(unsafeSQL: "CREATE USER '\(account.user)'@'127.0.0.1' IDENTIFIED BY '\(account.password)'"
-                    + (requirement.isEmpty ? "" : " REQUIRE \(requirement)")))
+                let account = Account(
+                    user: "it_tls_" + String(UInt64.random(in: 0...UInt64.max), radix: 16),
+                    password: String(UInt64.random(in: 0...UInt64.max), radix: 16))
+                try root.execute(
+                    SQLQuery(
+                        unsafeSQL: "CREATE USER '\(account.user)'@'127.0.0.1' IDENTIFIED BY '\(account.password)'"
+                            + (requirement.isEmpty ? "" : " REQUIRE \(requirement)")))
                 accounts.append(account)
                 try root.execute(SQLQuery(unsafeSQL: "GRANT SELECT, INSERT, CREATE ON `\(configuration.name)`.* TO '\(account.user)'@'127.0.0.1'"))
             }
@@ -74,7 +80,8 @@ import Testing
             let db = DatabaseConnection(configuration: setup.tcp(accounts[0], host: "localhost", tls: setup.tls()))
             try db.ping()
             #expect(try !cipher(db).isEmpty)
-            let version = try db.queryOne("SELECT VARIABLE_VALUE AS v FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = \("SSL_VERSION")")?.string("v")
+            let version = try db.queryOne("SELECT VARIABLE_VALUE AS v FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = \("SSL_VERSION")")?
+                .string("v")
             #expect(version == "TLSv1.3" || version == "TLSv1.2", "\(version ?? "nil")")
             try db.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(16) NOT NULL)")
             try db.execute("INSERT INTO t VALUES (\(1), \("over tls"))")
@@ -102,8 +109,9 @@ import Testing
             let db = DatabaseConnection(configuration: setup.tcp(accounts[0], host: "127.0.0.1", tls: setup.tls()))
             let error = #expect(throws: DatabaseError.self) { try db.ping() }
             #expect(error?.errno == 2026, "CR_SSL_CONNECTION_ERROR: \(debug(error))")
-            #expect(error?.debugDescription.contains("Validation of SSL server certificate failed") == true,
-                    "\(debug(error))")
+            #expect(
+                error?.debugDescription.contains("Validation of SSL server certificate failed") == true,
+                "\(debug(error))")
             #expect(!db.isConnected)
         }
     }
@@ -147,12 +155,14 @@ import Testing
             let server = try PlaintextOnlyServer()
             defer { server.close() }
             let received = onThread { server.serveOne() }
-            let db = DatabaseConnection(configuration: DatabaseConfiguration(
-                host: "127.0.0.1", port: Int(server.port), user: user, password: "not-a-secret", name: "",
-                connectTimeoutSeconds: 2, readTimeoutSeconds: 5, writeTimeoutSeconds: 5, tls: tls))
+            let db = DatabaseConnection(
+                configuration: DatabaseConfiguration(
+                    host: "127.0.0.1", port: Int(server.port), user: user, password: "not-a-secret", name: "",
+                    connectTimeoutSeconds: 2, readTimeoutSeconds: 5, writeTimeoutSeconds: 5, tls: tls))
             let error = #expect(throws: DatabaseError.self) { try db.ping() }
             let bytes = try received()
-            let sentUser = bytes.count >= user.utf8.count
+            let sentUser =
+                bytes.count >= user.utf8.count
                 && (0...(bytes.count - user.utf8.count)).contains { Array(bytes[$0..<($0 + user.utf8.count)]) == Array(user.utf8) }
             if tls != nil {
                 #expect(error?.errno == 2026, "CR_SSL_CONNECTION_ERROR: \(debug(error))")

@@ -1,5 +1,6 @@
-@testable import Core
 import Testing
+
+@testable import Core
 
 @Suite struct ErrorTests {
     @Test func duplicateKeyIsTypedAndHidesTheValue() throws {
@@ -24,7 +25,8 @@ import Testing
 
     @Test func checkViolationIsTyped() throws {
         try withTestConnection { db in
-            try db.execute("""
+            try db.execute(
+                """
                 CREATE TABLE c (id INT PRIMARY KEY, state VARCHAR(16) NOT NULL,
                   CONSTRAINT c_state_valid CHECK (state IN ('applied', 'ignored')))
                 """)
@@ -68,10 +70,12 @@ import Testing
             configuration.lockWaitTimeoutSeconds = 7
             let db = DatabaseConnection(configuration: configuration)
             #expect(db.isConnected == false)
-            let row = try #require(try db.queryOne("""
-                SELECT @@session.time_zone AS tz, @@session.innodb_lock_wait_timeout AS lw, @@session.sql_mode AS mode,
-                       @@character_set_connection AS cs, @@character_set_client AS client, @@character_set_results AS results
-                """))
+            let row = try #require(
+                try db.queryOne(
+                    """
+                    SELECT @@session.time_zone AS tz, @@session.innodb_lock_wait_timeout AS lw, @@session.sql_mode AS mode,
+                           @@character_set_connection AS cs, @@character_set_client AS client, @@character_set_results AS results
+                    """))
             #expect(db.isConnected)
             #expect(try row.string("tz") == "+00:00")
             #expect(try row.int("lw") == 7)

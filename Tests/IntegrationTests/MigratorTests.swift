@@ -1,6 +1,7 @@
-@testable import Core
 import Foundation
 import Testing
+
+@testable import Core
 
 /// A temporary copy of the repository's sql/ directory (or an empty one) that tests may edit.
 private final class TemporarySQLDirectory {
@@ -46,7 +47,9 @@ private final class TemporarySQLDirectory {
             let recorded = try db.query("SELECT version, name, checksum FROM schema_migrations ORDER BY version")
             #expect(try recorded.map { try $0.int("version") } == Array(1...files.count))
             for table in ["billing_users", "billing_events", "billing_event_user_candidates", "billing_quarantine"] {
-                #expect(try db.queryOne("SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = \(table)")?.int("n") == 1, "\(table)")
+                #expect(
+                    try db.queryOne("SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = \(table)")?
+                        .int("n") == 1, "\(table)")
             }
         }
     }
@@ -55,25 +58,29 @@ private final class TemporarySQLDirectory {
         let sql = try TestEnvironment.sqlDirectory()
         try withTestConnection { db in
             _ = try Migrator(directory: sql).migrate(using: db)
-            let uncommentedTables = try db.query("""
+            let uncommentedTables = try db.query(
+                """
                 SELECT table_name AS name FROM information_schema.tables
                 WHERE table_schema = DATABASE() AND (table_comment = '' OR engine <> 'InnoDB' OR table_collation NOT LIKE 'utf8mb4%')
                 """)
             #expect(try uncommentedTables.map { try $0.string("name") } == [])
             // Views cannot carry column comments in MariaDB: docs/schema.md describes them.
-            let uncommentedColumns = try db.query("""
+            let uncommentedColumns = try db.query(
+                """
                 SELECT CONCAT(c.table_name, '.', c.column_name) AS name FROM information_schema.columns c
                 JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
                 WHERE c.table_schema = DATABASE() AND t.table_type = 'BASE TABLE' AND c.column_comment = ''
                 """)
             #expect(try uncommentedColumns.map { try $0.string("name") } == [])
-            let datetimes = try db.query("""
+            let datetimes = try db.query(
+                """
                 SELECT CONCAT(table_name, '.', column_name) AS name FROM information_schema.columns
                 WHERE table_schema = DATABASE() AND data_type IN ('datetime', 'timestamp') AND datetime_precision <> 3
                 """)
             #expect(try datetimes.map { try $0.string("name") } == [])
             // Galera applies row events by primary key (docs/scaling.md): no table without one.
-            let withoutPrimaryKey = try db.query("""
+            let withoutPrimaryKey = try db.query(
+                """
                 SELECT t.table_name AS name FROM information_schema.tables t
                 LEFT JOIN information_schema.table_constraints k ON k.table_schema = t.table_schema
                   AND k.table_name = t.table_name AND k.constraint_type = 'PRIMARY KEY'
@@ -88,9 +95,12 @@ private final class TemporarySQLDirectory {
         try withTestConnection { db in
             _ = try Migrator(directory: sql).migrate(using: db)
             let now = Timestamp(millisecondsSinceEpoch: 1_764_419_144_123)
-            func insertEvent(id: String, status: String = "unmatched", user: String? = nil, kind: String = "purchase",
-                             payload: String = "{}") throws -> ExecuteResult {
-                try db.execute("""
+            func insertEvent(
+                id: String, status: String = "unmatched", user: String? = nil, kind: String = "purchase",
+                payload: String = "{}"
+            ) throws -> ExecuteResult {
+                try db.execute(
+                    """
                     INSERT INTO billing_events (provider, provider_event_id, user_id, event_type, kind, environment,
                                                 received_at, status, payload)
                     VALUES ('revenuecat', \(id), \(user), 'INITIAL_PURCHASE', \(kind), 'production', \(now), \(status), \(payload))
@@ -104,13 +114,18 @@ private final class TemporarySQLDirectory {
             #expect(duplicate?.isDuplicateKey == true)
             // Ids compare exactly (utf8mb4_bin): a different case is a different event.
             _ = try insertEvent(id: "EVT-1")
-            for (id, status, user, kind, payload) in [("e2", "weird", nil, "purchase", "{}"), ("e3", "applied", nil, "purchase", "{}"),
-                                                      ("e4", "unmatched", nil, "bogus", "{}"), ("e5", "unmatched", nil, "purchase", "{not json")] as [(String, String, String?, String, String)] {
-                let error = #expect(throws: DatabaseError.self) { _ = try insertEvent(id: id, status: status, user: user, kind: kind, payload: payload) }
+            for (id, status, user, kind, payload) in [
+                ("e2", "weird", nil, "purchase", "{}"), ("e3", "applied", nil, "purchase", "{}"),
+                ("e4", "unmatched", nil, "bogus", "{}"), ("e5", "unmatched", nil, "purchase", "{not json"),
+            ] as [(String, String, String?, String, String)] {
+                let error = #expect(throws: DatabaseError.self) {
+                    _ = try insertEvent(id: id, status: status, user: user, kind: kind, payload: payload)
+                }
                 #expect(error?.isConstraintViolation == true, "\(id)")
             }
             try db.execute("INSERT INTO billing_event_user_candidates (candidate_id, event_id) VALUES (\("user-a"), \(first.lastInsertID))")
-            let matches = try db.query("""
+            let matches = try db.query(
+                """
                 SELECT e.id FROM billing_event_user_candidates c JOIN billing_events e ON e.id = c.event_id
                 WHERE c.candidate_id = \("user-a") AND e.status = 'unmatched'
                 """)
@@ -138,7 +153,10 @@ private final class TemporarySQLDirectory {
         try withTestConnection { db in
             let migrator = Migrator(directory: directory.path)
             #expect(try migrator.migrate(using: db).map(\.version) == [1])
-            try directory.write("002_second.sql", "-- semicolons; in comments and 'strings;' are fine\nALTER TABLE a ADD COLUMN note VARCHAR(20) NOT NULL DEFAULT 'x;y' COMMENT 'has ; inside';\nINSERT INTO a (id) VALUES (2);")
+            try directory.write(
+                "002_second.sql",
+                "-- semicolons; in comments and 'strings;' are fine\nALTER TABLE a ADD COLUMN note VARCHAR(20) NOT NULL DEFAULT 'x;y' COMMENT 'has ; inside';\nINSERT INTO a (id) VALUES (2);"
+            )
             try directory.write("003_third.sql", "INSERT INTO a (id, note) VALUES (3, 'three');")
             #expect(try migrator.migrate(using: db).map(\.name) == ["second", "third"])
             #expect(try db.query("SELECT note FROM a ORDER BY id").map { try $0.string("note") } == ["x;y", "x;y", "three"])
@@ -185,7 +203,8 @@ private final class TemporarySQLDirectory {
             let missing = #expect(throws: DatabaseError.self) { try Migrator(directory: gap.path + "/nope").migrate(using: db) }
             #expect(missing?.kind == .migration)
             // Nothing was applied by any of them.
-            let tables = try db.query("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN ('a', 'b', 'c')")
+            let tables = try db.query(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN ('a', 'b', 'c')")
             #expect(tables.isEmpty)
         }
     }

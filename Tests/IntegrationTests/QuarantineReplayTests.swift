@@ -1,6 +1,7 @@
-@testable import Core
 import Foundation
 import Testing
+
+@testable import Core
 
 /// `QuarantineReplayers.retry` runs a row's replay in one transaction with the row's
 /// resolution and its audit row; ingestion's in-transaction variant refuses to run outside one.
@@ -8,19 +9,22 @@ import Testing
     let now = Timestamp(millisecondsSinceEpoch: 1_780_000_000_000)
 
     func purchase(_ id: String, sub: String) -> StoreEvent {
-        StoreEvent(provider: .revenuecat, providerEventId: id, rawType: "INITIAL_PURCHASE", kind: .purchase,
-                   intrinsicAt: now, subscriptionId: sub, productId: "app.plus.monthly", tier: .plus, periodType: "NORMAL",
-                   platform: "app_store", purchasedAt: now, expiresAt: Timestamp(millisecondsSinceEpoch: now.millisecondsSinceEpoch + 86_400_000),
-                   priceMilli: 4990, currency: "EUR")
+        StoreEvent(
+            provider: .revenuecat, providerEventId: id, rawType: "INITIAL_PURCHASE", kind: .purchase,
+            intrinsicAt: now, subscriptionId: sub, productId: "app.plus.monthly", tier: .plus, periodType: "NORMAL",
+            platform: "app_store", purchasedAt: now, expiresAt: Timestamp(millisecondsSinceEpoch: now.millisecondsSinceEpoch + 86_400_000),
+            priceMilli: 4990, currency: "EUR")
     }
 
     /// A row of a provider the production registry has no replayer for (the tests register their own).
     func quarantine(provider: String, on db: DatabaseConnection) throws -> UInt64 {
         let payload = Array("{\"replay\": \"\(UUID().uuidString)\"}".utf8)
-        return try db.execute("""
+        return try db.execute(
+            """
             INSERT INTO billing_quarantine (provider, reason, payload_sha256, payload, received_at, last_received_at)
             VALUES (\(provider), 'untrusted_chain', \(SHA256.hexHash(payload)), \(payload), \(now), \(now))
-            """).lastInsertID
+            """
+        ).lastInsertID
     }
 
     func count(_ query: SQLQuery, on db: DatabaseConnection) throws -> Int64 {
@@ -37,8 +41,10 @@ import Testing
 
     /// A RevenueCat replayer (production has none) that records the purchase `eventId` for
     /// `user` inside the retry's transaction, then lets `then` finish (or fail) the replay.
-    func replayers(recording eventId: String, for user: String,
-                   then: @escaping @Sendable (PendingIngestion) throws -> QuarantineReplay) -> QuarantineReplayers {
+    func replayers(
+        recording eventId: String, for user: String,
+        then: @escaping @Sendable (PendingIngestion) throws -> QuarantineReplay
+    ) -> QuarantineReplayers {
         let event = purchase(eventId, sub: "s-\(user)")
         var replayers = QuarantineReplayers()
         replayers.register(provider: "revenuecat") { _, now, db in

@@ -1,5 +1,6 @@
-@testable import Core
 import Testing
+
+@testable import Core
 
 /// seeds/003's acceptance list against the real database: store events go through the
 /// same ingestion as the webhook, consumption through `QuotaService.consume`, time through
@@ -21,8 +22,10 @@ import Testing
             try UserDirectory.ensureKnown(user, source: .import, createdAt: QuotaTests.t0, now: QuotaTests.t0, on: db)
         }
 
-        mutating func store(_ type: String, at: Double, product: String = "app.plus.monthly", entitlement: String = "plus",
-                            expires: Double, trial: Bool = false, extra: JSONObject = [:]) throws {
+        mutating func store(
+            _ type: String, at: Double, product: String = "app.plus.monthly", entitlement: String = "plus",
+            expires: Double, trial: Bool = false, extra: JSONObject = [:]
+        ) throws {
             counter += 1
             var event: JSONObject = [
                 "id": .string("\(user)-\(counter)"), "type": .string(type), "app_user_id": .string(user),
@@ -34,13 +37,15 @@ import Testing
             ]
             for (k, v) in extra { event[k] = v }
             let delivery = try RevenueCatDelivery.decode(["event": .object(event)], tiers: services.tiers, idPattern: services.idPattern)
-            _ = try EventIngestion.ingest(delivery.event, payload: delivery.payload, subjectCandidates: delivery.userCandidates,
-                                          now: QuotaTests.day(at), on: db)
+            _ = try EventIngestion.ingest(
+                delivery.event, payload: delivery.payload, subjectCandidates: delivery.userCandidates,
+                now: QuotaTests.day(at), on: db)
         }
 
         func consume(_ meter: String = "recurringGeneration", at: Double, key: String? = nil) throws -> QuotaService.Consumption {
-            try QuotaService.consume(userId: user, meter: meter, amount: 1, idempotencyKey: key ?? "k-\(meter)-\(at)-\(UInt32.random(in: 0...UInt32.max))",
-                                     now: QuotaTests.day(at), services: services, on: db)
+            try QuotaService.consume(
+                userId: user, meter: meter, amount: 1, idempotencyKey: key ?? "k-\(meter)-\(at)-\(UInt32.random(in: 0...UInt32.max))",
+                now: QuotaTests.day(at), services: services, on: db)
         }
 
         func allowed(_ meter: String = "recurringGeneration", at: Double) throws -> Bool {
@@ -69,13 +74,20 @@ import Testing
             let f = try Fixture(db)
             try f.setEnforcement(.enforce)
             #expect(try f.allowed(at: 0.5))
-            #expect(try f.consume(at: 1) == .refused(meter: "recurringGeneration", placement: "generation_limit",
-                                                   balance: MeterBalance(meter: "recurringGeneration", limit: 1, used: 1,
-                                                                         window: QuotaWindow(start: Self.day(0), end: Self.day(7)))))
+            #expect(
+                try f.consume(at: 1)
+                    == .refused(
+                        meter: "recurringGeneration", placement: "generation_limit",
+                        balance: MeterBalance(
+                            meter: "recurringGeneration", limit: 1, used: 1,
+                            window: QuotaWindow(start: Self.day(0), end: Self.day(7)))))
             #expect(try f.allowed(at: 6.999) == false)
             #expect(try f.allowed(at: 7), "a new window starts exactly 7 days after sign-up")
-            #expect(try f.balance(at: 8) == MeterBalance(meter: "recurringGeneration", limit: 1, used: 1,
-                                                        window: QuotaWindow(start: Self.day(7), end: Self.day(14))))
+            #expect(
+                try f.balance(at: 8)
+                    == MeterBalance(
+                        meter: "recurringGeneration", limit: 1, used: 1,
+                        window: QuotaWindow(start: Self.day(7), end: Self.day(14))))
         }
     }
 
@@ -117,8 +129,9 @@ import Testing
         try withMigratedDatabase { db in
             var f = try Fixture(db)
             try f.store("INITIAL_PURCHASE", at: 0.1, product: "app.pro.monthly", entitlement: "pro", expires: 10)
-            try f.store("PRODUCT_CHANGE", at: 2, product: "app.pro.monthly", entitlement: "pro", expires: 10,
-                        extra: ["new_product_id": "app.plus.monthly"])
+            try f.store(
+                "PRODUCT_CHANGE", at: 2, product: "app.pro.monthly", entitlement: "pro", expires: 10,
+                extra: ["new_product_id": "app.plus.monthly"])
             #expect(try f.balance(at: 9).limit == 5)
             try f.store("RENEWAL", at: 10, expires: 40)
             #expect(try f.balance(at: 11).limit == 2)
@@ -146,8 +159,9 @@ import Testing
         try withMigratedDatabase { db in
             var f = try Fixture(db)
             try f.store("INITIAL_PURCHASE", at: 0.1, product: "app.pro.monthly", entitlement: "pro", expires: 30)
-            try f.store("CANCELLATION", at: 1, product: "app.pro.monthly", entitlement: "pro", expires: 30,
-                        extra: ["cancel_reason": "UNSUBSCRIBE"])
+            try f.store(
+                "CANCELLATION", at: 1, product: "app.pro.monthly", entitlement: "pro", expires: 30,
+                extra: ["cancel_reason": "UNSUBSCRIBE"])
             #expect(try f.status(at: 29).planTier == .pro)
             #expect(try f.status(at: 30).planTier == .free)
         }
@@ -161,8 +175,9 @@ import Testing
             #expect(first == again)
             #expect(try f.balance(at: 3).used == 1)
             let error = #expect(throws: BillingError.self) {
-                try QuotaService.consume(userId: f.user, meter: "recurringGeneration", amount: 2, idempotencyKey: "retry-me",
-                                         now: Self.day(3), services: f.services, on: db)
+                try QuotaService.consume(
+                    userId: f.user, meter: "recurringGeneration", amount: 2, idempotencyKey: "retry-me",
+                    now: Self.day(3), services: f.services, on: db)
             }
             // A domain error; the public route answers it 409 `idempotency_conflict`, as before.
             #expect(error?.code == .idempotencyMismatch)
@@ -174,7 +189,10 @@ import Testing
         try withMigratedDatabase { db in
             let f = try Fixture(db)
             #expect(try f.allowed(at: 1))
-            guard case .recorded(let answer) = try f.consume(at: 2) else { Issue.record("observe never refuses"); return }
+            guard case .recorded(let answer) = try f.consume(at: 2) else {
+                Issue.record("observe never refuses")
+                return
+            }
             #expect(answer["overLimit"] == true)
             #expect(try f.balance(at: 3).used == 2)
         }
@@ -191,8 +209,9 @@ import Testing
                 onThread { () throws -> Bool in
                     let db = DatabaseConnection(configuration: configuration)
                     let services = try BillingServices(configuration: BillingConfiguration())
-                    let outcome = try QuotaService.consume(userId: user, meter: "recurringGeneration", amount: 1,
-                                                           idempotencyKey: "c\(i)", now: Self.day(1), services: services, on: db)
+                    let outcome = try QuotaService.consume(
+                        userId: user, meter: "recurringGeneration", amount: 1,
+                        idempotencyKey: "c\(i)", now: Self.day(1), services: services, on: db)
                     if case .recorded = outcome { return true }
                     return false
                 }
@@ -211,13 +230,17 @@ import Testing
             // Version 2 doubles Free's recurring credits, effective on day 3 (mid-window).
             var contract = try PlanContract(json: try db.queryOne("SELECT contract FROM plan_versions WHERE version = 1")!.json("contract")).json
             if case .object(var root) = contract, case .object(var tiers)? = root["tiers"], case .object(var free)? = tiers["free"],
-               case .object(var meters)? = free["meters"] {
+                case .object(var meters)? = free["meters"]
+            {
                 meters["recurringGeneration"] = ["limit": 2, "window": ["days": 7]]
-                free["meters"] = .object(meters); tiers["free"] = .object(free); root["tiers"] = .object(tiers)
+                free["meters"] = .object(meters)
+                tiers["free"] = .object(free)
+                root["tiers"] = .object(tiers)
                 contract = .object(root)
             }
             _ = try PlanContract(json: contract)
-            try db.execute("INSERT INTO plan_versions (version, contract, published_at, published_by) VALUES (2, \(contract), \(Self.day(3)), 'test')")
+            try db.execute(
+                "INSERT INTO plan_versions (version, contract, published_at, published_by) VALUES (2, \(contract), \(Self.day(3)), 'test')")
             f.services.plans.invalidate()
             #expect(try f.balance(at: 4).limit == 1, "the running window keeps the version of its start")
             #expect(try f.status(at: 4).planVersion == 2)

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Core
 
 /// Reconciliation's SQL on the real MariaDB: what a recorded pull writes (keys, folding,
@@ -12,39 +13,50 @@ import Testing
     let catalog: AppleDelivery.Catalog = ["com.example.plus.monthly": .init(tier: .plus, cadence: .monthly)]
 
     func reconciler() throws -> Reconciler {
-        let token = try AppStoreServerAPIToken(issuerId: "i", keyId: "k", bundleId: "com.example.fcgibilling",
-                                               privateKeyPEM: try PrivateKey.generateEC().pem(), lifetimeSeconds: 600)
-        let client = ProviderAPIClient(http: CurlHTTPClient(timeoutMilliseconds: 1000, connectTimeoutMilliseconds: 1000, caFile: nil),
-                                       maxAttempts: 1, maxRetryAfterSeconds: 0, errorCodeMember: "errorCode")
-        let api = AppStoreServerAPI(token: token, client: client, productionURL: "https://127.0.0.1:9/p",
-                                    sandboxURL: "https://127.0.0.1:9/s")
-        let verifier = AppleSignedDataVerifier(rootCertificates: [], bundleId: "com.example.fcgibilling", appAppleId: nil,
-                                               environments: ["Production", "Sandbox"])
+        let token = try AppStoreServerAPIToken(
+            issuerId: "i", keyId: "k", bundleId: "com.example.fcgibilling",
+            privateKeyPEM: try PrivateKey.generateEC().pem(), lifetimeSeconds: 600)
+        let client = ProviderAPIClient(
+            http: CurlHTTPClient(timeoutMilliseconds: 1000, connectTimeoutMilliseconds: 1000, caFile: nil),
+            maxAttempts: 1, maxRetryAfterSeconds: 0, errorCodeMember: "errorCode")
+        let api = AppStoreServerAPI(
+            token: token, client: client, productionURL: "https://127.0.0.1:9/p",
+            sandboxURL: "https://127.0.0.1:9/s")
+        let verifier = AppleSignedDataVerifier(
+            rootCertificates: [], bundleId: "com.example.fcgibilling", appAppleId: nil,
+            environments: ["Production", "Sandbox"])
         return Reconciler(api: api, verifier: verifier, catalog: catalog, idPattern: pattern, policy: .deny)
     }
 
     func transaction(_ id: String, original: String, start: Int64, end: Int64, _ extra: JSONObject = [:]) -> JSON {
-        var t: JSONObject = ["transactionId": .string(id), "originalTransactionId": .string(original),
-                             "productId": "com.example.plus.monthly", "environment": "Production",
-                             "purchaseDate": .int(now.millisecondsSinceEpoch + start), "expiresDate": .int(now.millisecondsSinceEpoch + end),
-                             "signedDate": .int(now.millisecondsSinceEpoch)]
+        var t: JSONObject = [
+            "transactionId": .string(id), "originalTransactionId": .string(original),
+            "productId": "com.example.plus.monthly", "environment": "Production",
+            "purchaseDate": .int(now.millisecondsSinceEpoch + start), "expiresDate": .int(now.millisecondsSinceEpoch + end),
+            "signedDate": .int(now.millisecondsSinceEpoch),
+        ]
         for (k, v) in extra { t[k] = v }
         return .object(t)
     }
 
     func renewal(_ original: String, autoRenew: Int64, signed: Int64) -> JSON {
-        ["originalTransactionId": .string(original), "autoRenewProductId": "com.example.plus.monthly", "autoRenewStatus": .int(autoRenew),
-         "isInBillingRetryPeriod": false, "signedDate": .int(now.millisecondsSinceEpoch + signed), "environment": "Production"]
+        [
+            "originalTransactionId": .string(original), "autoRenewProductId": "com.example.plus.monthly", "autoRenewStatus": .int(autoRenew),
+            "isInBillingRetryPeriod": false, "signedDate": .int(now.millisecondsSinceEpoch + signed), "environment": "Production",
+        ]
     }
 
     /// A known user owning `original`, whose first period (30 days) ended two hours ago.
     func lapsed(_ db: DatabaseConnection, original: String) throws -> String {
         let user = "6f1c1a8e-8a4e-4f37-9a44-\(original.suffix(12))"
         _ = try UserDirectory.ensureKnown(user, source: .token, createdAt: now, now: now, on: db)
-        _ = try AppleBinding.bind(subscriptionId: original, userId: user, restore: false, policy: .deny, transactionId: original,
-                                  environment: .production, now: now, on: db)
-        let first = try AppleDelivery.pulledTransaction(transaction(original, original: original, start: -30 * Self.day - 7_200_000,
-                                                                    end: -7_200_000), catalog: catalog, idPattern: pattern)
+        _ = try AppleBinding.bind(
+            subscriptionId: original, userId: user, restore: false, policy: .deny, transactionId: original,
+            environment: .production, now: now, on: db)
+        let first = try AppleDelivery.pulledTransaction(
+            transaction(
+                original, original: original, start: -30 * Self.day - 7_200_000,
+                end: -7_200_000), catalog: catalog, idPattern: pattern)
         _ = try AppleIngestion.ingest(first, policy: .deny, now: now, on: db)
         return user
     }
@@ -63,10 +75,13 @@ import Testing
             let original = "200000000000001"
             let user = try lapsed(db, original: original)
             let renewed = transaction("200000000000002", original: original, start: -7_200_000, end: 30 * Self.day - 7_200_000)
-            let pull = Reconciler.Pull(environment: .production,
-                                       statuses: [(1, renewed, renewal(original, autoRenew: 1, signed: 0))],
-                                       history: [transaction(original, original: original, start: -30 * Self.day - 7_200_000, end: -7_200_000),
-                                                 renewed])
+            let pull = Reconciler.Pull(
+                environment: .production,
+                statuses: [(1, renewed, renewal(original, autoRenew: 1, signed: 0))],
+                history: [
+                    transaction(original, original: original, start: -30 * Self.day - 7_200_000, end: -7_200_000),
+                    renewed,
+                ])
             let first = try record(r, pull, original, db)
             #expect(first.changed)
             #expect(first.userId == user)
@@ -89,8 +104,9 @@ import Testing
             _ = try lapsed(db, original: original)
             let current = transaction("200000000000012", original: original, start: -7_200_000, end: 30 * Self.day)
             func pull(_ autoRenew: Int64, _ signed: Int64) -> Reconciler.Pull {
-                Reconciler.Pull(environment: .production, statuses: [(1, current, renewal(original, autoRenew: autoRenew, signed: signed))],
-                                history: [])
+                Reconciler.Pull(
+                    environment: .production, statuses: [(1, current, renewal(original, autoRenew: autoRenew, signed: signed))],
+                    history: [])
             }
             #expect(try record(r, pull(1, 1000), original, db).after?.willRenew == true)
             #expect(try record(r, pull(0, 2000), original, db).after?.willRenew == false)
@@ -108,10 +124,12 @@ import Testing
             _ = try lapsed(db, original: original)
             let current = transaction("200000000000022", original: original, start: -Self.day, end: 29 * Self.day)
             _ = try record(r, Reconciler.Pull(environment: .production, statuses: [], history: [current]), original, db)
-            let revoked = transaction("200000000000022", original: original, start: -Self.day, end: 29 * Self.day,
-                                      ["revocationDate": .int(now.millisecondsSinceEpoch - 60_000), "revocationReason": 0])
-            let outcome = try record(r, Reconciler.Pull(environment: .production, statuses: [(5, revoked, nil)], history: [revoked]),
-                                     original, db)
+            let revoked = transaction(
+                "200000000000022", original: original, start: -Self.day, end: 29 * Self.day,
+                ["revocationDate": .int(now.millisecondsSinceEpoch - 60_000), "revocationReason": 0])
+            let outcome = try record(
+                r, Reconciler.Pull(environment: .production, statuses: [(5, revoked, nil)], history: [revoked]),
+                original, db)
             #expect(outcome.changed)
             #expect(outcome.after?.phase == .revoked)
             #expect(outcome.after?.expiresAt == now.adding(milliseconds: -60_000))
@@ -141,7 +159,8 @@ import Testing
             let limited = ProviderAPIError(.rateLimited, status: 429, retryAfterSeconds: 7200)
             let next = try db.transaction { db in try schedule.recordFailure(original, error: limited, now: now, on: db) }
             #expect(next >= now.adding(milliseconds: 7_200_000))
-            let row = try db.queryOne("""
+            let row = try db.queryOne(
+                """
                 SELECT failures, last_outcome, last_error, pulls FROM billing_reconcile_state WHERE subscription_id = \(original)
                 """)
             #expect(try row?.int64("failures") == 1)
@@ -152,7 +171,8 @@ import Testing
             _ = try db.transaction { db in try schedule.recordFailure(original, error: ProviderAPIError(.status, status: 503), now: now, on: db) }
             #expect(try db.queryOne("SELECT failures FROM billing_reconcile_state WHERE subscription_id = \(original)")?.int64("failures") == 2)
             try db.transaction { db in try schedule.recordSuccess(original, environment: .production, changed: true, now: now, on: db) }
-            let reset = try db.queryOne("""
+            let reset = try db.queryOne(
+                """
                 SELECT failures, last_outcome, corrections, pulls, next_attempt_at FROM billing_reconcile_state WHERE subscription_id = \(original)
                 """)
             #expect(try reset?.int64("failures") == 0)

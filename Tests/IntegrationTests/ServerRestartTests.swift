@@ -1,6 +1,7 @@
-@testable import Core
 import Foundation
 import Testing
+
+@testable import Core
 
 /// Stops and starts the test server through `BILLING_TEST_MARIADB_CTL`, so it must not run
 /// alongside other tests: run it on its own with `swift test --filter ServerRestartTests`

@@ -1,6 +1,7 @@
-@testable import Core
 import Foundation
 import Testing
+
+@testable import Core
 
 /// The rule of the subscription counts (docs/stats.md) checked over random inboxes: the
 /// counts `stats.subscriptions` folds in Swift from one time-ordered scan equal, for every
@@ -38,8 +39,9 @@ import Testing
             try Self.loadRandomInbox(&random, subscriptions: 6 + seed % 10, on: db)
             let previousFrom = Self.from.adding(milliseconds: -(Self.to.millisecondsSinceEpoch - Self.from.millisecondsSinceEpoch))
             for (currency, zone) in [("EUR", nil), ("USD", "+05:30"), ("GBP", "-08:00")] as [(String, String?)] {
-                let q = SubscriptionStats.Query(from: Self.from, to: Self.to, environment: .production, currency: currency,
-                                                timeZone: zone)
+                let q = SubscriptionStats.Query(
+                    from: Self.from, to: Self.to, environment: .production, currency: currency,
+                    timeZone: zone)
                 let folded = try SubscriptionStats.dailyCounts(q, previousFrom: previousFrom, zone: zone, on: db)
                 let reference = try Self.referenceDailyCounts(q, previousFrom: previousFrom, zone: zone, on: db)
                 #expect(folded.map(Self.line) == reference.map(Self.line), "seed \(seed), \(currency), zone \(zone ?? "UTC")")
@@ -93,11 +95,14 @@ import Testing
     }
 
     /// The definitions as window functions (the report's query before the fold).
-    static func referenceDailyCounts(_ q: SubscriptionStats.Query, previousFrom: Timestamp, zone: String?,
-                                     on db: DatabaseConnection) throws -> [SubscriptionStats.DayCounts] {
+    static func referenceDailyCounts(
+        _ q: SubscriptionStats.Query, previousFrom: Timestamp, zone: String?,
+        on db: DatabaseConnection
+    ) throws -> [SubscriptionStats.DayCounts] {
         let env = q.environment.rawValue
         let before = "(p.intrinsic_at < x.intrinsic_at OR (p.intrinsic_at = x.intrinsic_at AND p.id < x.id))"
-        let rows = try db.query("""
+        let rows = try db.query(
+            """
             SELECT y.cur, \(SubscriptionStats.localDay("y.intrinsic_at", zone: zone)) AS day,
               SUM(y.is_new) AS new_count,
               SUM(y.is_new AND y.is_trial = 1) AS trials,
@@ -193,8 +198,9 @@ import Testing
             c.grossMilli = try row.int64("gross_milli")
             c.refundedMilli = try row.int64("refunded_milli")
             c.oneTimePurchases = try row.int64("one_time")
-            return SubscriptionStats.DayCounts(current: try row.bool("cur"), day: try SubscriptionStats.dayString(row, "day"),
-                                               counts: c)
+            return SubscriptionStats.DayCounts(
+                current: try row.bool("cur"), day: try SubscriptionStats.dayString(row, "day"),
+                counts: c)
         }
     }
 }

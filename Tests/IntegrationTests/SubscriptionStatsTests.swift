@@ -1,6 +1,7 @@
-@testable import Core
 import Foundation
 import Testing
+
+@testable import Core
 
 /// stats.subscriptions against a hand-computed fixture of normalized inbox rows from both
 /// providers (docs/stats.md has the definitions; the expected numbers are worked out in
@@ -16,8 +17,10 @@ import Testing
     static func t(_ text: String) -> Timestamp { Timestamp(iso8601: text)! }
     static let from = t("2026-03-01T00:00:00Z"), to = t("2026-04-01T00:00:00Z"), now = t("2026-04-10T12:00:00Z")
 
-    func report(_ db: DatabaseConnection, from: Timestamp = Self.from, to: Timestamp = Self.to,
-                environment: StoreEnvironment = .production, currency: String = "EUR", timeZone: String? = nil) throws -> JSON {
+    func report(
+        _ db: DatabaseConnection, from: Timestamp = Self.from, to: Timestamp = Self.to,
+        environment: StoreEnvironment = .production, currency: String = "EUR", timeZone: String? = nil
+    ) throws -> JSON {
         try SubscriptionStats.compute(
             SubscriptionStats.Query(from: from, to: to, environment: environment, currency: currency, timeZone: timeZone),
             now: Self.now, cadence: Self.cadence, on: db)
@@ -88,9 +91,10 @@ import Testing
             #expect(int(e, "paying") == 6)
             #expect(int(e, "cancelling") == 1)
             #expect(int(e, "mrrMilli") == 47_102)
-            let endProducts = Dictionary(uniqueKeysWithValues: e["byProduct"]!.arrayValue!.map {
-                ($0["productId"]!.stringValue!, $0)
-            })
+            let endProducts = Dictionary(
+                uniqueKeysWithValues: e["byProduct"]!.arrayValue!.map {
+                    ($0["productId"]!.stringValue!, $0)
+                })
             #expect(endProducts.count == 5)
             #expect(int(endProducts["app.plus.monthly"]!, "active") == 2)
             #expect(int(endProducts["app.plus.monthly"]!, "mrrMilli") == 19_980)
@@ -298,7 +302,8 @@ import Testing
 
     @Test func userActivityRecordsOneRowPerDay() throws {
         try withStatsDatabase { db in
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO billing_users (id, created_at, first_seen_at, last_seen_at, source)
                 VALUES ('ua', '2026-03-01 00:00:00', '2026-03-01 00:00:00', '2026-03-01 00:00:00', 'token')
                 """)
@@ -307,7 +312,8 @@ import Testing
             try UserActivity.record("ua", now: Self.t("2026-03-03T09:00:00Z"), on: db)
             #expect(try db.queryOne("SELECT COUNT(*) AS n FROM billing_user_days WHERE user_id = 'ua'")?.int64("n") == 2)
             // Coarse: last_seen_at moves once per day (the first sighting of that day).
-            #expect(try db.queryOne("SELECT last_seen_at FROM billing_users WHERE id = 'ua'")?.timestamp("last_seen_at")
+            #expect(
+                try db.queryOne("SELECT last_seen_at FROM billing_users WHERE id = 'ua'")?.timestamp("last_seen_at")
                     == Self.t("2026-03-03T09:00:00Z"))
         }
     }
@@ -367,7 +373,8 @@ enum StatsFixture {
     static func insert(_ r: Row, id: String, on db: DatabaseConnection) throws {
         let ts = { (s: String?) in s.flatMap { Timestamp(iso8601: $0) } }
         let price = r.price
-        try db.execute("""
+        try db.execute(
+            """
             INSERT INTO billing_events (provider, provider_event_id, user_id, event_type, kind, subscription_id, product_id,
               tier, period_type, is_trial, price_milli, currency, environment, purchased_at, expires_at, grace_expires_at,
               intrinsic_at, received_at, status, will_renew, reason, family_shared, payload)
@@ -386,7 +393,8 @@ enum StatsFixture {
             ("U12", "2025-01-01T00:00:00Z"),
         ]
         for (id, created) in users {
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO billing_users (id, created_at, source) VALUES (\(id), \(Timestamp(iso8601: created)!), 'import')
                 """)
         }
@@ -397,81 +405,139 @@ enum StatsFixture {
         }
         let apple = "apple_notification"
         // S1
-        try add(Row(kind: "purchase", sub: "S1", trial: true, price: 0, purchased: "2026-02-25T00:00:00Z",
-                    expires: "2026-03-04T00:00:00Z", at: "2026-02-25T00:00:00Z", user: "U1"))
-        try add(Row(kind: "renewal", sub: "S1", price: 9990, purchased: "2026-03-04T00:00:00Z",
-                    expires: "2026-04-04T00:00:00Z", at: "2026-03-04T00:00:00Z", user: "U1"))
-        try add(Row(provider: apple, kind: "renewal", sub: "S1", price: 9990, purchased: "2026-03-04T00:00:00Z",
-                    expires: "2026-04-04T00:00:00Z", at: "2026-03-04T00:05:00Z", user: "U1", willRenew: true))
+        try add(
+            Row(
+                kind: "purchase", sub: "S1", trial: true, price: 0, purchased: "2026-02-25T00:00:00Z",
+                expires: "2026-03-04T00:00:00Z", at: "2026-02-25T00:00:00Z", user: "U1"))
+        try add(
+            Row(
+                kind: "renewal", sub: "S1", price: 9990, purchased: "2026-03-04T00:00:00Z",
+                expires: "2026-04-04T00:00:00Z", at: "2026-03-04T00:00:00Z", user: "U1"))
+        try add(
+            Row(
+                provider: apple, kind: "renewal", sub: "S1", price: 9990, purchased: "2026-03-04T00:00:00Z",
+                expires: "2026-04-04T00:00:00Z", at: "2026-03-04T00:05:00Z", user: "U1", willRenew: true))
         // S2
-        try add(Row(provider: apple, kind: "purchase", sub: "S2", product: "app.pro.yearly", price: 59990,
-                    purchased: "2026-03-01T00:00:00Z", expires: "2027-03-01T00:00:00Z", at: "2026-03-01T00:00:00Z", user: "U2"))
-        try add(Row(provider: "apple_transaction", kind: "purchase", sub: "S2", product: "app.pro.yearly", price: 59990,
-                    purchased: "2026-03-01T00:00:00Z", expires: "2027-03-01T00:00:00Z", at: "2026-03-01T00:00:02Z", user: "U2"))
+        try add(
+            Row(
+                provider: apple, kind: "purchase", sub: "S2", product: "app.pro.yearly", price: 59990,
+                purchased: "2026-03-01T00:00:00Z", expires: "2027-03-01T00:00:00Z", at: "2026-03-01T00:00:00Z", user: "U2"))
+        try add(
+            Row(
+                provider: "apple_transaction", kind: "purchase", sub: "S2", product: "app.pro.yearly", price: 59990,
+                purchased: "2026-03-01T00:00:00Z", expires: "2027-03-01T00:00:00Z", at: "2026-03-01T00:00:02Z", user: "U2"))
         // S3
-        try add(Row(kind: "purchase", sub: "S3", price: 9990, purchased: "2026-02-10T00:00:00Z",
-                    expires: "2026-03-10T00:00:00Z", at: "2026-02-10T00:00:00Z", user: "U3"))
-        try add(Row(kind: "cancellation", sub: "S3", price: 9990, purchased: "2026-02-10T00:00:00Z",
-                    expires: "2026-03-10T00:00:00Z", at: "2026-03-05T00:00:00Z", user: "U3"))
+        try add(
+            Row(
+                kind: "purchase", sub: "S3", price: 9990, purchased: "2026-02-10T00:00:00Z",
+                expires: "2026-03-10T00:00:00Z", at: "2026-02-10T00:00:00Z", user: "U3"))
+        try add(
+            Row(
+                kind: "cancellation", sub: "S3", price: 9990, purchased: "2026-02-10T00:00:00Z",
+                expires: "2026-03-10T00:00:00Z", at: "2026-03-05T00:00:00Z", user: "U3"))
         try add(Row(kind: "expiration", sub: "S3", expires: "2026-03-10T00:00:00Z", at: "2026-03-10T00:00:00Z", user: "U3"))
         // S4
-        try add(Row(kind: "purchase", sub: "S4", product: "app.plus.weekly", trial: true, price: 0,
-                    purchased: "2026-03-10T00:00:00Z", expires: "2026-03-13T00:00:00Z", at: "2026-03-10T00:00:00Z", user: "U4"))
-        try add(Row(kind: "cancellation", sub: "S4", product: "app.plus.weekly", trial: true,
-                    expires: "2026-03-13T00:00:00Z", at: "2026-03-11T00:00:00Z", user: "U4"))
-        try add(Row(kind: "expiration", sub: "S4", product: "app.plus.weekly", trial: true,
-                    expires: "2026-03-13T00:00:00Z", at: "2026-03-13T00:00:00Z", user: "U4"))
+        try add(
+            Row(
+                kind: "purchase", sub: "S4", product: "app.plus.weekly", trial: true, price: 0,
+                purchased: "2026-03-10T00:00:00Z", expires: "2026-03-13T00:00:00Z", at: "2026-03-10T00:00:00Z", user: "U4"))
+        try add(
+            Row(
+                kind: "cancellation", sub: "S4", product: "app.plus.weekly", trial: true,
+                expires: "2026-03-13T00:00:00Z", at: "2026-03-11T00:00:00Z", user: "U4"))
+        try add(
+            Row(
+                kind: "expiration", sub: "S4", product: "app.plus.weekly", trial: true,
+                expires: "2026-03-13T00:00:00Z", at: "2026-03-13T00:00:00Z", user: "U4"))
         // S5
-        try add(Row(provider: apple, kind: "purchase", sub: "S5", price: 10990, currency: "USD",
-                    purchased: "2026-03-15T00:00:00Z", expires: "2026-04-15T00:00:00Z", at: "2026-03-15T00:00:00Z", user: "U5"))
-        try add(Row(provider: apple, kind: "refund", sub: "S5", price: 10990, currency: "USD",
-                    purchased: "2026-03-15T00:00:00Z", expires: "2026-03-20T00:00:00Z", at: "2026-03-20T00:00:00Z", user: "U5"))
+        try add(
+            Row(
+                provider: apple, kind: "purchase", sub: "S5", price: 10990, currency: "USD",
+                purchased: "2026-03-15T00:00:00Z", expires: "2026-04-15T00:00:00Z", at: "2026-03-15T00:00:00Z", user: "U5"))
+        try add(
+            Row(
+                provider: apple, kind: "refund", sub: "S5", price: 10990, currency: "USD",
+                purchased: "2026-03-15T00:00:00Z", expires: "2026-03-20T00:00:00Z", at: "2026-03-20T00:00:00Z", user: "U5"))
         // S6
-        try add(Row(kind: "purchase", sub: "S6", price: 9990, purchased: "2026-03-02T10:00:00Z",
-                    expires: "2026-04-02T10:00:00Z", at: "2026-03-02T10:00:00Z", user: "U6"))
-        try add(Row(kind: "refund", sub: "S6", price: -9990, purchased: "2026-03-02T10:00:00Z",
-                    expires: "2026-04-02T10:00:00Z", at: "2026-03-03T00:00:00Z", user: "U6"))
+        try add(
+            Row(
+                kind: "purchase", sub: "S6", price: 9990, purchased: "2026-03-02T10:00:00Z",
+                expires: "2026-04-02T10:00:00Z", at: "2026-03-02T10:00:00Z", user: "U6"))
+        try add(
+            Row(
+                kind: "refund", sub: "S6", price: -9990, purchased: "2026-03-02T10:00:00Z",
+                expires: "2026-04-02T10:00:00Z", at: "2026-03-03T00:00:00Z", user: "U6"))
         // S7
-        try add(Row(kind: "purchase", sub: "S7", product: "rc_pro_annual", price: 49990, purchased: "2025-12-01T00:00:00Z",
-                    expires: "2026-12-01T00:00:00Z", at: "2025-12-01T00:00:00Z", user: "U7"))
-        try add(Row(kind: "cancellation", sub: "S7", product: "rc_pro_annual", expires: "2026-12-01T00:00:00Z",
-                    at: "2026-02-15T00:00:00Z", user: "U7"))
+        try add(
+            Row(
+                kind: "purchase", sub: "S7", product: "rc_pro_annual", price: 49990, purchased: "2025-12-01T00:00:00Z",
+                expires: "2026-12-01T00:00:00Z", at: "2025-12-01T00:00:00Z", user: "U7"))
+        try add(
+            Row(
+                kind: "cancellation", sub: "S7", product: "rc_pro_annual", expires: "2026-12-01T00:00:00Z",
+                at: "2026-02-15T00:00:00Z", user: "U7"))
         // S8
-        try add(Row(kind: "purchase", sub: "S8", product: "mystery_sub", price: 5000, purchased: "2026-03-20T00:00:00Z",
-                    expires: "2026-04-19T00:00:00Z", at: "2026-03-20T00:00:00Z", user: "U8"))
+        try add(
+            Row(
+                kind: "purchase", sub: "S8", product: "mystery_sub", price: 5000, purchased: "2026-03-20T00:00:00Z",
+                expires: "2026-04-19T00:00:00Z", at: "2026-03-20T00:00:00Z", user: "U8"))
         // S9 (sandbox)
-        try add(Row(kind: "purchase", sub: "S9", price: 9990, env: "sandbox", purchased: "2026-03-05T00:00:00Z",
-                    expires: "2026-04-05T00:00:00Z", at: "2026-03-05T00:00:00Z", user: "U9"))
+        try add(
+            Row(
+                kind: "purchase", sub: "S9", price: 9990, env: "sandbox", purchased: "2026-03-05T00:00:00Z",
+                expires: "2026-04-05T00:00:00Z", at: "2026-03-05T00:00:00Z", user: "U9"))
         // S10 (exactly at to)
-        try add(Row(provider: apple, kind: "purchase", sub: "S10", price: 9990, purchased: "2026-04-01T00:00:00Z",
-                    expires: "2026-05-01T00:00:00Z", at: "2026-04-01T00:00:00Z", user: "U9"))
+        try add(
+            Row(
+                provider: apple, kind: "purchase", sub: "S10", price: 9990, purchased: "2026-04-01T00:00:00Z",
+                expires: "2026-05-01T00:00:00Z", at: "2026-04-01T00:00:00Z", user: "U9"))
         // S11 (unmatched)
-        for (at, end, kind) in [("2026-01-30", "2026-02-28", "purchase"), ("2026-02-28", "2026-03-28", "renewal"),
-                                ("2026-03-28", "2026-04-28", "renewal")] {
-            try add(Row(kind: kind, sub: "S11", price: 9990, purchased: "\(at)T00:00:00Z", expires: "\(end)T00:00:00Z",
-                        at: "\(at)T00:00:00Z", status: "unmatched"))
+        for (at, end, kind) in [
+            ("2026-01-30", "2026-02-28", "purchase"), ("2026-02-28", "2026-03-28", "renewal"),
+            ("2026-03-28", "2026-04-28", "renewal"),
+        ] {
+            try add(
+                Row(
+                    kind: kind, sub: "S11", price: 9990, purchased: "\(at)T00:00:00Z", expires: "\(end)T00:00:00Z",
+                    at: "\(at)T00:00:00Z", status: "unmatched"))
         }
         // S12
-        try add(Row(provider: apple, kind: "purchase", sub: "S12", price: 9990, purchased: "2026-01-01T00:00:00Z",
-                    expires: "2026-02-01T00:00:00Z", at: "2026-01-01T00:00:00Z", user: "U12"))
-        try add(Row(provider: apple, kind: "renewal", sub: "S12", price: 9990, purchased: "2026-02-01T00:00:00Z",
-                    expires: "2026-03-01T00:00:00Z", at: "2026-02-01T00:00:00Z", user: "U12"))
-        try add(Row(provider: apple, kind: "billing_issue", sub: "S12", price: 9990, purchased: "2026-02-01T00:00:00Z",
-                    expires: "2026-03-01T00:00:00Z", grace: "2026-03-17T00:00:00Z", at: "2026-02-28T23:00:00Z", user: "U12"))
-        try add(Row(provider: apple, kind: "expiration", sub: "S12", expires: "2026-03-17T00:00:00Z",
-                    at: "2026-03-17T00:00:00Z", user: "U12"))
+        try add(
+            Row(
+                provider: apple, kind: "purchase", sub: "S12", price: 9990, purchased: "2026-01-01T00:00:00Z",
+                expires: "2026-02-01T00:00:00Z", at: "2026-01-01T00:00:00Z", user: "U12"))
+        try add(
+            Row(
+                provider: apple, kind: "renewal", sub: "S12", price: 9990, purchased: "2026-02-01T00:00:00Z",
+                expires: "2026-03-01T00:00:00Z", at: "2026-02-01T00:00:00Z", user: "U12"))
+        try add(
+            Row(
+                provider: apple, kind: "billing_issue", sub: "S12", price: 9990, purchased: "2026-02-01T00:00:00Z",
+                expires: "2026-03-01T00:00:00Z", grace: "2026-03-17T00:00:00Z", at: "2026-02-28T23:00:00Z", user: "U12"))
+        try add(
+            Row(
+                provider: apple, kind: "expiration", sub: "S12", expires: "2026-03-17T00:00:00Z",
+                at: "2026-03-17T00:00:00Z", user: "U12"))
         // S13 (weekly, unmatched)
-        try add(Row(provider: apple, kind: "purchase", sub: "S13", product: "app.plus.weekly", price: 2990,
-                    purchased: "2026-03-22T00:00:00Z", expires: "2026-03-29T00:00:00Z", at: "2026-03-22T00:00:00Z", status: "unmatched"))
-        try add(Row(provider: apple, kind: "renewal", sub: "S13", product: "app.plus.weekly", price: 2990,
-                    purchased: "2026-03-29T00:00:00Z", expires: "2026-04-05T00:00:00Z", at: "2026-03-29T00:00:00Z", status: "unmatched"))
+        try add(
+            Row(
+                provider: apple, kind: "purchase", sub: "S13", product: "app.plus.weekly", price: 2990,
+                purchased: "2026-03-22T00:00:00Z", expires: "2026-03-29T00:00:00Z", at: "2026-03-22T00:00:00Z", status: "unmatched"))
+        try add(
+            Row(
+                provider: apple, kind: "renewal", sub: "S13", product: "app.plus.weekly", price: 2990,
+                purchased: "2026-03-29T00:00:00Z", expires: "2026-04-05T00:00:00Z", at: "2026-03-29T00:00:00Z", status: "unmatched"))
         // An ignored test event inside the period changes nothing.
-        try add(Row(kind: "test", sub: "S99", price: 9990, purchased: "2026-03-06T00:00:00Z",
-                    expires: "2026-04-06T00:00:00Z", at: "2026-03-06T00:00:00Z", status: "ignored"))
+        try add(
+            Row(
+                kind: "test", sub: "S99", price: 9990, purchased: "2026-03-06T00:00:00Z",
+                expires: "2026-04-06T00:00:00Z", at: "2026-03-06T00:00:00Z", status: "ignored"))
 
         // Users seen (billing_user_days): 10 distinct in March; February and April days do not count.
-        var days: [(String, String)] = [("2026-03-03", "U1"), ("2026-03-01", "U2"), ("2026-02-27", "U3"),
-                                        ("2026-03-31", "U4"), ("2026-03-15", "U4"), ("2026-04-01", "U9")]
+        var days: [(String, String)] = [
+            ("2026-03-03", "U1"), ("2026-03-01", "U2"), ("2026-02-27", "U3"),
+            ("2026-03-31", "U4"), ("2026-03-15", "U4"), ("2026-04-01", "U9"),
+        ]
         for i in 20..<27 { days.append(("2026-03-10", "U\(i)")) }
         for (day, user) in days {
             try db.execute("INSERT INTO billing_user_days (day, user_id) VALUES (\(day), \(user))")
@@ -479,10 +545,13 @@ enum StatsFixture {
 
         // Paywall events (funnel window 2026-03-11T12:00Z..2026-04-01).
         var p = 0
-        func paywall(_ type: String, _ placement: String, _ result: String? = nil, at: String = "2026-03-20T00:00:00Z",
-                     env: String = "production") throws {
+        func paywall(
+            _ type: String, _ placement: String, _ result: String? = nil, at: String = "2026-03-20T00:00:00Z",
+            env: String = "production"
+        ) throws {
             p += 1
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO billing_paywall_events (user_id, event_id, type, placement, result, environment, received_at)
                 VALUES ('U1', \("pw-\(p)"), \(type), \(placement), \(result), \(env), \(Timestamp(iso8601: at)!))
                 """)

@@ -1,6 +1,7 @@
-@testable import Core
 import Foundation
 import Testing
+
+@testable import Core
 
 /// What the integration tests need from the environment. Missing settings fail the test
 /// with a message naming the variable: these tests never skip.
@@ -39,9 +40,10 @@ struct TestEnvironment {
     }
 
     func configuration(database: String, lockWaitTimeoutSeconds: Int = 5) -> DatabaseConfiguration {
-        DatabaseConfiguration(socket: socket, user: user, password: password, name: database,
-                              connectTimeoutSeconds: 2, readTimeoutSeconds: 30, writeTimeoutSeconds: 30,
-                              lockWaitTimeoutSeconds: lockWaitTimeoutSeconds)
+        DatabaseConfiguration(
+            socket: socket, user: user, password: password, name: database,
+            connectTimeoutSeconds: 2, readTimeoutSeconds: 30, writeTimeoutSeconds: 30,
+            lockWaitTimeoutSeconds: lockWaitTimeoutSeconds)
     }
 }
 

@@ -1,7 +1,8 @@
-@testable import Core
 import Foundation
 import Synchronization
 import Testing
+
+@testable import Core
 
 private struct BodyFailure: Error {}
 
@@ -74,10 +75,12 @@ private struct BodyFailure: Error {}
     @Test func aTransactionTheServerEndedSilentlyIsRetriedNotHalfCommitted() throws {
         try withTestDatabase { configuration, _ in
             let retries = Mutex(0)
-            let db = DatabaseConnection(configuration: configuration, onRetry: { error in
-                retries.withLock { $0 += 1 }
-                #expect(error.isTransactionEndedByServer)
-            })
+            let db = DatabaseConnection(
+                configuration: configuration,
+                onRetry: { error in
+                    retries.withLock { $0 += 1 }
+                    #expect(error.isTransactionEndedByServer)
+                })
             try db.execute("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB")
             var attempts = 0
             try db.transaction(retries: 2) { tx in

@@ -1,5 +1,6 @@
-@testable import Core
 import Testing
+
+@testable import Core
 
 @Suite struct ValueRoundTripTests {
     private static let createTable: SQLQuery = """
@@ -18,12 +19,14 @@ import Testing
             let when = Timestamp(CivilDateTime(year: 2024, month: 2, day: 29, hour: 23, minute: 59, second: 59, millisecond: 999))
             let bytes: [UInt8] = [0, 1, 2, 0xFF, 0xFE, 0, 0x80]
             let json: JSON = .object(["a": .int(1), "b": .array([.string("x"), .null, .bool(true)])])
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO t (id, i, u, d, s, txt, big, b, bl, ts, dec_value, flag, j)
                 VALUES (1, \(Int64.min), \(UInt64.max), \(-1.5e300), \(""), \("text"), \("big"), \(bytes), \(bytes),
                         \(when), \(SQLValue.string("12345678901.125")), \(true), \(json))
                 """)
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO t (id, i, u, d, s, txt, big, b, bl, ts, dec_value, flag, j)
                 VALUES (2, \(Int64.max), \(UInt64(0)), \(0.1), \("x"), \(String?.none), \(SQLValue.null), \([UInt8]()),
                         \([UInt8]?.none), \(Timestamp?.none), \(SQLValue.null), \(false), \(JSON?.none))
@@ -32,7 +35,9 @@ import Testing
 
             let rows = try db.query("SELECT * FROM t ORDER BY id")
             #expect(rows.count == 3)
-            let r1 = rows[0], r2 = rows[1], r3 = rows[2]
+            let r1 = rows[0]
+            let r2 = rows[1]
+            let r3 = rows[2]
             #expect(r1["i"] == .int(Int64.min))
             #expect(r1["u"] == .uint(UInt64.max))
             #expect(r1["d"] == .double(-1.5e300))
@@ -66,10 +71,12 @@ import Testing
 
     @Test func expressionColumnsAreTyped() throws {
         try withTestConnection { db in
-            let row = try #require(try db.queryOne("""
-                SELECT 1 AS one, CAST(18446744073709551615 AS UNSIGNED) AS umax, NULL AS nothing, 2.5e0 AS dbl,
-                       SUM(3) AS total, \(Int64(42)) AS bound, UTC_TIMESTAMP(3) AS now3, CONCAT('a', \("😀")) AS text
-                """))
+            let row = try #require(
+                try db.queryOne(
+                    """
+                    SELECT 1 AS one, CAST(18446744073709551615 AS UNSIGNED) AS umax, NULL AS nothing, 2.5e0 AS dbl,
+                           SUM(3) AS total, \(Int64(42)) AS bound, UTC_TIMESTAMP(3) AS now3, CONCAT('a', \("😀")) AS text
+                    """))
             #expect(row["one"] == .int(1))
             #expect(row["umax"] == .uint(UInt64.max))
             #expect(row["nothing"] == .null)

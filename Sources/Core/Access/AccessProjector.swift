@@ -24,15 +24,21 @@ enum AccessProjector {
     ///   from the inbox.
     ///   - locked: the user's access row as `lockKnownUser` read it earlier in this
     ///     transaction (its lock is held to commit, so nothing moved since); read here when nil.
-    static func refold(userId: String, now: Timestamp, newEvent: StoreEvent? = nil, locked prelocked: LockedAccess? = nil,
-                              on db: DatabaseConnection) throws(DatabaseError) -> Result {
+    static func refold(
+        userId: String, now: Timestamp, newEvent: StoreEvent? = nil, locked prelocked: LockedAccess? = nil,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> Result {
         let locked: LockedAccess
         if let prelocked { locked = prelocked } else { locked = try lockAccessRowReadingStored(userId: userId, now: now, on: db) }
         let (revision, stored) = (locked.revision, locked.stored)
         let projection: StoreProjection
         var transfersOutAt: Timestamp?
-        if let event = newEvent, let incremental = StoreFold.appending(event, to: StoreProjection(
-            subscriptions: stored, lastEventAt: locked.lastEventAt, appliedEvents: locked.appliedEvents)) {
+        if let event = newEvent,
+            let incremental = StoreFold.appending(
+                event,
+                to: StoreProjection(
+                    subscriptions: stored, lastEventAt: locked.lastEventAt, appliedEvents: locked.appliedEvents))
+        {
             projection = incremental
         } else {
             let events = try loadEvents(userId: userId, on: db)
@@ -44,7 +50,8 @@ enum AccessProjector {
         let newRevision = changed ? revision + 1 : revision
         let primary = projection.primary(at: now)
         let granting = primary?.grantsAccess(at: now) ?? false
-        try db.execute("""
+        try db.execute(
+            """
             UPDATE billing_access SET revision = \(newRevision), tier = \(granting ? (primary?.tier ?? .free).rawValue : Tier.free.rawValue),
               phase = \((primary?.phase(at: now) ?? .none).rawValue), subscription_id = \(primary?.subscriptionId),
               product_id = \(primary?.productId), expires_at = \(primary?.expiresAt), will_renew = \(primary?.willRenew ?? false),
@@ -60,8 +67,10 @@ enum AccessProjector {
     /// Brings the user's stored subscription rows from `stored` to `folded`: writes only the
     /// rows that differ, deletes only the ones the fold no longer has (a subscription moved
     /// away). A renewal is then one upsert, where replacing every row was two statements.
-    private static func storeChanges(userId: String, from stored: [SubscriptionState], to folded: [SubscriptionState],
-                                     on db: DatabaseConnection) throws(DatabaseError) {
+    private static func storeChanges(
+        userId: String, from stored: [SubscriptionState], to folded: [SubscriptionState],
+        on db: DatabaseConnection
+    ) throws(DatabaseError) {
         let before = Dictionary(stored.map { ($0.subscriptionId, $0) }, uniquingKeysWith: { first, _ in first })
         let kept = Set(folded.map(\.subscriptionId))
         for old in stored where !kept.contains(old.subscriptionId) {
@@ -77,7 +86,8 @@ enum AccessProjector {
     /// IGNORE + SELECT FOR UPDATE would take a shared lock first and deadlock two callers.
     @discardableResult
     static func lockAccessRow(userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> UInt64 {
-        try db.execute("""
+        try db.execute(
+            """
             INSERT INTO billing_access (user_id, revision, updated_at) VALUES (\(userId), 0, \(now))
             ON DUPLICATE KEY UPDATE user_id = user_id
             """)
@@ -100,16 +110,19 @@ enum AccessProjector {
     /// locks and reads; the row is created first only when that finds none (at read
     /// committed a locking read of a missing row takes no lock, so the two cannot deadlock).
     private static func lockAccessRowReadingStored(userId: String, now: Timestamp, on db: DatabaseConnection)
-        throws(DatabaseError) -> LockedAccess {
+        throws(DatabaseError) -> LockedAccess
+    {
         func lockAndRead() throws(DatabaseError) -> [SQLRow] {
-            try db.query("""
+            try db.query(
+                """
                 SELECT a.revision, a.last_event_at, a.applied_events, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
                 LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
                 WHERE a.user_id = \(userId) FOR UPDATE
                 """)
         }
         if let locked = try LockedAccess(rows: try lockAndRead()) { return locked }
-        try db.execute("""
+        try db.execute(
+            """
             INSERT INTO billing_access (user_id, revision, updated_at) VALUES (\(userId), 0, \(now))
             ON DUPLICATE KEY UPDATE user_id = user_id
             """)
@@ -149,18 +162,21 @@ enum AccessProjector {
     /// a known user without an access row may keep his `billing_users` row locked to commit,
     /// which only orders him with himself.
     static func lockKnownUser(_ userId: String, on db: DatabaseConnection) throws(DatabaseError) -> LockedAccess? {
-        try LockedAccess(rows: try db.query("""
-            SELECT a.revision, a.last_event_at, a.applied_events, \(unsafeRaw: SubscriptionState.columns) FROM billing_users u
-            JOIN billing_access a ON a.user_id = u.id
-            LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
-            WHERE u.id = \(userId) AND u.deleted_at IS NULL FOR UPDATE
-            """))
+        try LockedAccess(
+            rows: try db.query(
+                """
+                SELECT a.revision, a.last_event_at, a.applied_events, \(unsafeRaw: SubscriptionState.columns) FROM billing_users u
+                JOIN billing_access a ON a.user_id = u.id
+                LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
+                WHERE u.id = \(userId) AND u.deleted_at IS NULL FOR UPDATE
+                """))
     }
 
     /// The user's applied events, and for each transfer *to* him the sender's events from
     /// before the transfer (the subscriptions that moved).
     static func loadEvents(userId: String, on db: DatabaseConnection) throws(DatabaseError) -> [StoreEvent] {
-        let rows = try db.query("""
+        let rows = try db.query(
+            """
             SELECT \(unsafeRaw: EventInbox.columns), p.role FROM billing_event_parties p
             JOIN billing_events e ON e.id = p.event_id
             WHERE p.user_id = \(userId) AND e.status = 'applied'
@@ -196,7 +212,8 @@ enum AccessProjector {
         // (its rows inserted, not committed) is waited for instead of passed over, so either
         // this delivery sees the transfer or the transfer's fold sees this delivery. For a
         // sender not yet known no access row serializes the two (see `senderEvents`).
-        return try db.query("""
+        return try db.query(
+            """
             (SELECT r.user_id FROM billing_event_parties s
             JOIN billing_events t ON t.id = s.event_id
             JOIN billing_event_parties r ON r.event_id = s.event_id AND r.role = 'transfer_to'
@@ -208,20 +225,24 @@ enum AccessProjector {
             JOIN billing_event_parties r ON r.event_id = c.event_id AND r.role = 'transfer_to'
             WHERE c.candidate_id IN (\(list: ids)) AND c.role = 'transfer_from' AND t.intrinsic_at > \(after)
             LOCK IN SHARE MODE)
-            """).map { (row) throws(DatabaseError) -> String in try row.string("user_id") }
+            """
+        ).map { (row) throws(DatabaseError) -> String in try row.string("user_id") }
     }
 
     private static func senderEvents(transferId: UInt64, before: Timestamp?, on db: DatabaseConnection) throws(DatabaseError) -> [StoreEvent] {
         guard let before else { return [] }
-        let senders = try db.query("""
+        let senders = try db.query(
+            """
             SELECT user_id AS id FROM billing_event_parties WHERE event_id = \(transferId) AND role = 'transfer_from'
             UNION SELECT candidate_id AS id FROM billing_event_user_candidates WHERE event_id = \(transferId) AND role = 'transfer_from'
-            """).map { (row) throws(DatabaseError) -> SQLValue in .string(try row.string("id")) }
+            """
+        ).map { (row) throws(DatabaseError) -> SQLValue in .string(try row.string("id")) }
         guard !senders.isEmpty else { return [] }
         // A UNION of two indexed lookups: `e.id IN (...) OR e.id IN (...)` scanned the inbox.
         // Locking reads: a sender's event being recorded concurrently is waited for, not
         // passed over (the other half of `transferReceivers`' handshake).
-        return try db.query("""
+        return try db.query(
+            """
             (SELECT \(unsafeRaw: EventInbox.columns) FROM billing_event_parties p
             JOIN billing_events e ON e.id = p.event_id
             WHERE p.user_id IN (\(list: senders)) AND p.role = 'subject'
@@ -233,6 +254,7 @@ enum AccessProjector {
             WHERE c.candidate_id IN (\(list: senders)) AND c.role = 'subject'
               AND e.kind <> 'transfer' AND e.intrinsic_at < \(before) AND e.status IN ('applied', 'unmatched')
             LOCK IN SHARE MODE)
-            """).map { (row) throws(DatabaseError) -> StoreEvent in try StoreEvent(row: row) }
+            """
+        ).map { (row) throws(DatabaseError) -> StoreEvent in try StoreEvent(row: row) }
     }
 }

@@ -12,9 +12,11 @@ protocol AccessRPCContext: RPCContextProtocol {
 extension RPCMethodRegistry where Context: AccessRPCContext {
     /// `access.get`: what an operator panel shows for one user.
     mutating func registerAccessMethods() {
-        register("access.get",
-                 summary: "A user's access snapshot (as GET /billing/access) plus every source in detail: store rows, grants with status, campaigns",
-                 params: "{userId}") { request, context in
+        register(
+            "access.get",
+            summary: "A user's access snapshot (as GET /billing/access) plus every source in detail: store rows, grants with status, campaigns",
+            params: "{userId}"
+        ) { request, context in
             try request.params.expectOnly("userId")
             let userId = try request.params.requireUserId(pattern: context.idPattern)
             let db = try context.requireDatabase()
@@ -22,26 +24,35 @@ extension RPCMethodRegistry where Context: AccessRPCContext {
             let cadence = context.catalog.cadence(of:)
             return try db.readOnlySnapshot { db -> JSON in
                 if try db.queryOne("SELECT 1 AS known FROM billing_users WHERE id = \(userId)") == nil,
-                   let erasedAt = try ErasedUsers.erasedAt(userId, on: db) {
+                    let erasedAt = try ErasedUsers.erasedAt(userId, on: db)
+                {
                     // Erased (SPEC §19): nothing of him is left to show but that.
-                    return ["user": ["userId": .string(userId), "deleted": true, "deletedAt": .string(erasedAt.iso8601)],
-                            "snapshot": .null, "store": [], "grants": [], "campaigns": []]
+                    return [
+                        "user": ["userId": .string(userId), "deleted": true, "deletedAt": .string(erasedAt.iso8601)],
+                        "snapshot": .null, "store": [], "grants": [], "campaigns": [],
+                    ]
                 }
                 guard let user = try db.queryOne("SELECT created_at, source, deleted_at FROM billing_users WHERE id = \(userId)"),
-                      var snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db) else {
+                    var snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db)
+                else {
                     throw BillingError.notFound("user", ["userId": .string(userId)])
                 }
-                snapshot.quota = try QuotaService.status(for: snapshot, plans: try context.plans.plans(on: db),
-                                                         enforcement: context.flags.current(on: db).enforcement, on: db)
-                let subscriptions = try db.query("SELECT \(unsafeRaw: SubscriptionState.columns) FROM billing_subscriptions s WHERE s.user_id = \(userId) ORDER BY s.subscription_id")
-                    .map { (row) throws(DatabaseError) -> SubscriptionState in try SubscriptionState(row: row) }
+                snapshot.quota = try QuotaService.status(
+                    for: snapshot, plans: try context.plans.plans(on: db),
+                    enforcement: context.flags.current(on: db).enforcement, on: db)
+                let subscriptions = try db.query(
+                    "SELECT \(unsafeRaw: SubscriptionState.columns) FROM billing_subscriptions s WHERE s.user_id = \(userId) ORDER BY s.subscription_id"
+                )
+                .map { (row) throws(DatabaseError) -> SubscriptionState in try SubscriptionState(row: row) }
                 let overlays = try context.overlayDetails(userId: userId, now: now, on: db)
                 return [
                     "snapshot": snapshot.json,
-                    "user": ["userId": .string(userId), "createdAt": .string(try user.timestamp("created_at").iso8601),
-                             "source": .string(try user.string("source")),
-                             "deleted": .bool(try user.optionalTimestamp("deleted_at") != nil),
-                             "deletedAt": JSON(try user.optionalTimestamp("deleted_at")?.iso8601)],
+                    "user": [
+                        "userId": .string(userId), "createdAt": .string(try user.timestamp("created_at").iso8601),
+                        "source": .string(try user.string("source")),
+                        "deleted": .bool(try user.optionalTimestamp("deleted_at") != nil),
+                        "deletedAt": JSON(try user.optionalTimestamp("deleted_at")?.iso8601),
+                    ],
                     "store": .array(subscriptions.map { $0.adminJSON(at: now) }),
                     "grants": .array(overlays.grants),
                     "campaigns": .array(overlays.campaigns),
@@ -60,8 +71,12 @@ extension SubscriptionState {
             "phase": .string(phase(at: now).rawValue), "storedPhase": .string(phase.rawValue), "willRenew": .bool(willRenew),
             "inTrialPeriod": .bool(inTrialPeriod), "purchasedAt": JSON(purchasedAt?.iso8601), "expiresAt": JSON(expiresAt?.iso8601),
             "graceExpiresAt": JSON(graceExpiresAt?.iso8601), "grantsAccess": .bool(grantsAccess(at: now)),
-            "pendingChange": pendingChange.map { ["productId": .string($0.productId), "tier": JSON($0.tier?.rawValue),
-                                                  "effectiveAt": JSON($0.effectiveAt?.iso8601)] } ?? .null,
+            "pendingChange": pendingChange.map {
+                [
+                    "productId": .string($0.productId), "tier": JSON($0.tier?.rawValue),
+                    "effectiveAt": JSON($0.effectiveAt?.iso8601),
+                ]
+            } ?? .null,
             "lastEventAt": .string(lastEventAt.iso8601),
         ]
     }

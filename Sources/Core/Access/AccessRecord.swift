@@ -35,13 +35,16 @@ struct AccessRecord: Sendable, Equatable {
     }
 
     /// NULLs standing for the subscription columns in the overlay parts of the UNION.
-    private static let subscriptionPlaceholders = Array(repeating: "NULL",
-        count: SubscriptionState.columns.split(separator: ",").count).joined(separator: ", ")
+    private static let subscriptionPlaceholders = Array(
+        repeating: "NULL",
+        count: SubscriptionState.columns.split(separator: ",").count
+    ).joined(separator: ", ")
 
     /// Reads the record in one statement (consistent by itself, and inside the caller's
     /// transaction when there is one); nil when the user has no access row (not known).
     static func load(userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> AccessRecord? {
-        let rows = try db.query("""
+        let rows = try db.query(
+            """
             SELECT 'store' AS part, a.revision, a.snapshot_version, a.folded_at IS NULL AS unclaimed, u.created_at AS user_created_at,
               \(unsafeRaw: SubscriptionState.columns), NULL AS overlay_tier, NULL AS overlay_starts_at, NULL AS overlay_expires_at,
               NULL AS overlay_campaign
@@ -60,18 +63,20 @@ struct AccessRecord: Sendable, Equatable {
             WHERE m.user_id = \(userId) AND c.revoked_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > \(now))
             """)
         guard let first = rows.first(where: { $0["part"] == .string("store") }) else { return nil }
-        var record = AccessRecord(userId: userId, revision: try first.uint64("revision"), version: try first.uint64("snapshot_version"),
-                                  unclaimed: try first.bool("unclaimed"), userCreatedAt: try first.timestamp("user_created_at"),
-                                  subscriptions: [], overlays: [], loadedAt: now)
+        var record = AccessRecord(
+            userId: userId, revision: try first.uint64("revision"), version: try first.uint64("snapshot_version"),
+            unclaimed: try first.bool("unclaimed"), userCreatedAt: try first.timestamp("user_created_at"),
+            subscriptions: [], overlays: [], loadedAt: now)
         for row in rows {
             switch try row.string("part") {
             case "store" where !row["subscription_id"].isNull:
                 record.subscriptions.append(try SubscriptionState(row: row))
             case "grant", "campaign":
-                let source = AccessSnapshot.AccessSource(tier: Tier(rawValue: try row.string("overlay_tier")) ?? .plus,
-                                                         kind: try row.string("part"),
-                                                         expiresAt: try row.optionalTimestamp("overlay_expires_at"),
-                                                         campaign: try row.optionalString("overlay_campaign"))
+                let source = AccessSnapshot.AccessSource(
+                    tier: Tier(rawValue: try row.string("overlay_tier")) ?? .plus,
+                    kind: try row.string("part"),
+                    expiresAt: try row.optionalTimestamp("overlay_expires_at"),
+                    campaign: try row.optionalString("overlay_campaign"))
                 record.overlays.append(Overlay(source: source, startsAt: try row.optionalTimestamp("overlay_starts_at")))
             default:
                 break
@@ -84,16 +89,19 @@ struct AccessRecord: Sendable, Equatable {
 extension AccessSnapshot {
     /// `record` judged at `now` (not before `record.loadedAt`).
     init(record: AccessRecord, now: Timestamp, cadence: (String) -> Cadence?) {
-        self.init(userId: record.userId, revision: record.revision, projection: StoreProjection(subscriptions: record.subscriptions),
-                  now: now, overlays: record.overlaySources(at: now), cadence: cadence)
+        self.init(
+            userId: record.userId, revision: record.revision, projection: StoreProjection(subscriptions: record.subscriptions),
+            now: now, overlays: record.overlaySources(at: now), cadence: cadence)
         userCreatedAt = record.userCreatedAt
         unclaimed = record.unclaimed
     }
 
     /// Reads the user's projection, active grants and campaign memberships in one statement,
     /// so the three never straddle a commit; nil when the user has no access row (not known).
-    static func load(userId: String, now: Timestamp, cadence: (String) -> Cadence?,
-                            on db: DatabaseConnection) throws(DatabaseError) -> AccessSnapshot? {
+    static func load(
+        userId: String, now: Timestamp, cadence: (String) -> Cadence?,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> AccessSnapshot? {
         try AccessRecord.load(userId: userId, now: now, on: db).map { AccessSnapshot(record: $0, now: now, cadence: cadence) }
     }
 }

@@ -35,13 +35,16 @@ enum AccessRoute {
     /// The snapshot from the process's cache when the user's `snapshot_version` is still
     /// the cached one (one primary-key read) and the cached usage covers the current quota
     /// windows; nil otherwise (the caller reads everything).
-    static func cached(userId: String, now: Timestamp, cadence: (String) -> Cadence?, context: some Context,
-                       on db: DatabaseConnection) throws -> AccessSnapshot? {
+    static func cached(
+        userId: String, now: Timestamp, cadence: (String) -> Cadence?, context: some Context,
+        on db: DatabaseConnection
+    ) throws -> AccessSnapshot? {
         let metrics = context.metrics
         // A clock reading before the load could need overlays that had expired by then.
         guard let entry = context.snapshots.entry(for: userId), now >= entry.record.loadedAt,
-              let row = try db.queryOne("SELECT snapshot_version FROM billing_access WHERE user_id = \(userId)"),
-              try row.uint64("snapshot_version") == entry.record.version else {
+            let row = try db.queryOne("SELECT snapshot_version FROM billing_access WHERE user_id = \(userId)"),
+            try row.uint64("snapshot_version") == entry.record.version
+        else {
             metrics.snapshotCacheMisses.add()
             return nil
         }
@@ -59,8 +62,10 @@ enum AccessRoute {
     /// Record, plan and usage read in one READ ONLY transaction with a consistent snapshot:
     /// the balances never straddle a commit the access rows don't show. The record and its
     /// usage go to the cache (unless the user still has unmatched events to claim).
-    static func loadWithQuota(userId: String, now: Timestamp, cadence: (String) -> Cadence?, context: some Context,
-                              on db: DatabaseConnection) throws -> AccessSnapshot? {
+    static func loadWithQuota(
+        userId: String, now: Timestamp, cadence: (String) -> Cadence?, context: some Context,
+        on db: DatabaseConnection
+    ) throws -> AccessSnapshot? {
         let loaded = try db.readOnlySnapshot { db -> (AccessSnapshot, SnapshotCache.Entry)? in
             guard let record = try AccessRecord.load(userId: userId, now: now, on: db) else { return nil }
             var snapshot = AccessSnapshot(record: record, now: now, cadence: cadence)
@@ -76,7 +81,8 @@ enum AccessRoute {
 
     /// The snapshot as the route answers it; its text comes from `cache` (`RenderedSnapshot`).
     static func snapshotResponse(_ snapshot: AccessSnapshot, cache: SnapshotCache) -> HTTPResponse {
-        HTTPResponse(status: .ok, headers: ["Content-Type": "application/json", "Cache-Control": "no-store"],
-                     body: cache.body(for: snapshot))
+        HTTPResponse(
+            status: .ok, headers: ["Content-Type": "application/json", "Cache-Control": "no-store"],
+            body: cache.body(for: snapshot))
     }
 }

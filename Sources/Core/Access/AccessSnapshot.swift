@@ -42,8 +42,10 @@ struct AccessSnapshot: Sendable, Equatable {
 
     /// Resolves `projection` at `now`. `cadence` maps a product id to its cadence.
     /// `overlays` are the active grant and campaign sources at `now`.
-    init(userId: String, revision: UInt64, projection: StoreProjection, now: Timestamp,
-                overlays: [AccessSource] = [], cadence: (String) -> Cadence? = { _ in nil }) {
+    init(
+        userId: String, revision: UInt64, projection: StoreProjection, now: Timestamp,
+        overlays: [AccessSource] = [], cadence: (String) -> Cadence? = { _ in nil }
+    ) {
         self.userId = userId
         self.revision = revision
         self.serverTime = now
@@ -54,7 +56,9 @@ struct AccessSnapshot: Sendable, Equatable {
         self.storeCadence = store?.productId.flatMap(cadence)
         var sources: [AccessSource] = []
         if let store, store.grantsAccess(at: now), let tier = store.tier {
-            sources.append(AccessSource(tier: tier, kind: "store", expiresAt: store.phase == .grace ? (store.graceExpiresAt ?? store.expiresAt) : store.expiresAt))
+            sources.append(
+                AccessSource(
+                    tier: tier, kind: "store", expiresAt: store.phase == .grace ? (store.graceExpiresAt ?? store.expiresAt) : store.expiresAt))
         }
         self.sources = Self.ordered(sources + overlays)
     }
@@ -67,7 +71,8 @@ struct AccessSnapshot: Sendable, Equatable {
         return sources.sorted { a, b in
             if a.tier != b.tier { return a.tier > b.tier }
             if kindRank(a.kind) != kindRank(b.kind) { return kindRank(a.kind) < kindRank(b.kind) }
-            let ea = a.expiresAt?.millisecondsSinceEpoch ?? .max, eb = b.expiresAt?.millisecondsSinceEpoch ?? .max
+            let ea = a.expiresAt?.millisecondsSinceEpoch ?? .max
+            let eb = b.expiresAt?.millisecondsSinceEpoch ?? .max
             if ea != eb { return ea < eb }
             return (a.campaign ?? "") < (b.campaign ?? "")
         }
@@ -97,8 +102,9 @@ struct AccessSnapshot: Sendable, Equatable {
     }
 
     var judgments: Judgments {
-        Judgments(phase: phase, storePhase: store?.phase(at: serverTime), storeGrantsAccess: store?.grantsAccess(at: serverTime) ?? false,
-                  trialInForce: store?.isTrialInForce(at: serverTime) ?? false)
+        Judgments(
+            phase: phase, storePhase: store?.phase(at: serverTime), storeGrantsAccess: store?.grantsAccess(at: serverTime) ?? false,
+            trialInForce: store?.isTrialInForce(at: serverTime) ?? false)
     }
 
     /// The document `GET /billing/access` answers; `serverTime` is its last member.
@@ -109,10 +115,13 @@ struct AccessSnapshot: Sendable, Equatable {
             "tier": .string(tier.rawValue),
             "phase": .string(judged.phase.rawValue),
             "source": .string(source),
-            "sources": .array(sources.map { s in
-                ["tier": .string(s.tier.rawValue), "kind": .string(s.kind), "expiresAt": JSON(s.expiresAt?.iso8601),
-                 "campaign": JSON(s.campaign)]
-            }),
+            "sources": .array(
+                sources.map { s in
+                    [
+                        "tier": .string(s.tier.rawValue), "kind": .string(s.kind), "expiresAt": JSON(s.expiresAt?.iso8601),
+                        "campaign": JSON(s.campaign),
+                    ]
+                }),
         ]
         if let store {
             object["store"] = [
@@ -126,11 +135,14 @@ struct AccessSnapshot: Sendable, Equatable {
         } else {
             object["store"] = .null
         }
-        object["trial"] = judged.trialInForce ? ["startsAt": JSON(store?.trialStartsAt?.iso8601), "endsAt": JSON(store?.trialEndsAt?.iso8601)] : .null
+        object["trial"] =
+            judged.trialInForce ? ["startsAt": JSON(store?.trialStartsAt?.iso8601), "endsAt": JSON(store?.trialEndsAt?.iso8601)] : .null
         object["graceExpiresAt"] = judged.storePhase == .grace ? JSON(store?.graceExpiresAt?.iso8601) : .null
         if let pending = store?.pendingChange, judged.storeGrantsAccess {
-            object["pendingChange"] = ["productId": .string(pending.productId), "tier": JSON(pending.tier?.rawValue),
-                                       "effectiveAt": JSON(pending.effectiveAt?.iso8601)]
+            object["pendingChange"] = [
+                "productId": .string(pending.productId), "tier": JSON(pending.tier?.rawValue),
+                "effectiveAt": JSON(pending.effectiveAt?.iso8601),
+            ]
         } else {
             object["pendingChange"] = .null
         }

@@ -28,7 +28,8 @@ struct RenderedSnapshot: Sendable {
         self.snapshot = snapshot
         self.judgments = snapshot.judgments
         self.body = body
-        self.timeOffset = body.count >= suffix.count && body.suffix(suffix.count).elementsEqual(suffix)
+        self.timeOffset =
+            body.count >= suffix.count && body.suffix(suffix.count).elementsEqual(suffix)
             ? body.count - 2 - time.utf8.count : -1
     }
 
@@ -39,7 +40,8 @@ struct RenderedSnapshot: Sendable {
         timeless.serverTime = snapshot.serverTime
         let time = next.serverTime.iso8601.utf8
         guard timeOffset >= 0, timeOffset + time.count + 2 == body.count, timeless == snapshot,
-              snapshot.userId.utf8.elementsEqual(next.userId.utf8), next.judgments == judgments else { return nil }
+            snapshot.userId.utf8.elementsEqual(next.userId.utf8), next.judgments == judgments
+        else { return nil }
         var copy = body
         copy.replaceSubrange(timeOffset..<(timeOffset + time.count), with: time)
         return copy

@@ -20,8 +20,9 @@ final class SnapshotCache: Sendable {
 
         init(record: AccessRecord, windows: [(meter: String, window: QuotaWindow)], used: [String: Int64]) {
             self.record = record
-            self.usage = Dictionary(windows.map { (UsageKey(meter: $0.meter, window: $0.window), used[$0.meter] ?? 0) },
-                                    uniquingKeysWith: { first, _ in first })
+            self.usage = Dictionary(
+                windows.map { (UsageKey(meter: $0.meter, window: $0.window), used[$0.meter] ?? 0) },
+                uniquingKeysWith: { first, _ in first })
         }
 
         /// Units used per meter for `windows`; nil when a window is not the one cached.

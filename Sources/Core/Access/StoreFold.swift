@@ -40,8 +40,9 @@ enum StoreFold {
             }
             states[key] = apply(event, at: at, to: states[key], key: key)
         }
-        return StoreProjection(subscriptions: states.values.sorted(by: SubscriptionState.projectionOrder),
-                               lastEventAt: lastEventAt, appliedEvents: applied)
+        return StoreProjection(
+            subscriptions: states.values.sorted(by: SubscriptionState.projectionOrder),
+            lastEventAt: lastEventAt, appliedEvents: applied)
     }
 
     /// The subscription key of a pulled RevenueCat state that no webhook names yet:
@@ -95,8 +96,9 @@ enum StoreFold {
             return nil
         }
         states[key] = apply(event, at: at, to: current, key: key)
-        return StoreProjection(subscriptions: states.values.sorted(by: SubscriptionState.projectionOrder),
-                               lastEventAt: at, appliedEvents: projection.appliedEvents + 1)
+        return StoreProjection(
+            subscriptions: states.values.sorted(by: SubscriptionState.projectionOrder),
+            lastEventAt: at, appliedEvents: projection.appliedEvents + 1)
     }
 
     /// Events of one subscription share its original transaction id; store-side grants
@@ -108,9 +110,12 @@ enum StoreFold {
     }
 
     static func apply(_ event: StoreEvent, at: Timestamp, to current: SubscriptionState?, key: String) -> SubscriptionState {
-        var s = current ?? SubscriptionState(subscriptionId: key, provider: event.provider, platform: event.platform,
-                                             environment: event.environment, productId: event.productId,
-                                             tier: event.tier, expiresAt: event.expiresAt, lastEventAt: at)
+        var s =
+            current
+            ?? SubscriptionState(
+                subscriptionId: key, provider: event.provider, platform: event.platform,
+                environment: event.environment, productId: event.productId,
+                tier: event.tier, expiresAt: event.expiresAt, lastEventAt: at)
         s.provider = event.provider
         s.environment = event.environment
         s.platform = event.platform ?? s.platform
@@ -118,7 +123,7 @@ enum StoreFold {
 
         switch event.kind {
         case .purchase where event.provider.isApple && isStalePeriod(event, s),
-             .renewal where event.provider.isApple && isStalePeriod(event, s):
+            .renewal where event.provider.isApple && isStalePeriod(event, s):
             // An App Store transaction for an older period than the one folded (a restore or
             // StoreKit replay, freshly signed) never rolls the subscription back.
             break
@@ -177,22 +182,29 @@ enum StoreFold {
             s.expiresAt = event.expiresAt ?? s.expiresAt
             enterBillingRetry(&s, grace: event.graceExpiresAt, at: at)
         case .productChange:
-            if s.phase == .none { adoptProduct(&s, event); s.phase = .active }
+            if s.phase == .none {
+                adoptProduct(&s, event)
+                s.phase = .active
+            }
             let target = event.newProductId ?? event.productId
             if let target, target != s.productId {
-                s.pendingChange = PendingChange(productId: target, tier: event.newTier,
-                                                effectiveAt: event.effectiveAt ?? s.expiresAt)
+                s.pendingChange = PendingChange(
+                    productId: target, tier: event.newTier,
+                    effectiveAt: event.effectiveAt ?? s.expiresAt)
             } else {
                 s.pendingChange = nil  // changed back to the current product
             }
         case .`extension`:
-            if s.phase == .none { adoptProduct(&s, event); s.phase = .active }
+            if s.phase == .none {
+                adoptProduct(&s, event)
+                s.phase = .active
+            }
             if let expires = event.expiresAt { s.expiresAt = max(expires, s.expiresAt ?? expires) }
         case .pause:
             s.willRenew = false
         case .transfer, .test, .priceIncrease, .unknown, .consumptionRequest, .refundDeclined, .renewalExtension,
-             .externalPurchaseToken, .consentRescinded, .metadataUpdate, .migration, .priceChange, .invoiceIssuance,
-             .virtualCurrencyTransaction, .experimentEnrollment, .subscriberAlias:
+            .externalPurchaseToken, .consentRescinded, .metadataUpdate, .migration, .priceChange, .invoiceIssuance,
+            .virtualCurrencyTransaction, .experimentEnrollment, .subscriberAlias:
             break
         }
         applyRenewalInfo(&s, event, at: at)
@@ -212,7 +224,8 @@ enum StoreFold {
         // The product it renews to: another product is a pending change effective at the end
         // of the period; the current one clears it. (RevenueCat states changes as events.)
         if event.kind != .productChange, event.inBillingRetry != nil, let next = event.newProductId,
-           ![.revoked, .expired].contains(s.phase) {
+            ![.revoked, .expired].contains(s.phase)
+        {
             if next != s.productId {
                 s.pendingChange = PendingChange(productId: next, tier: event.newTier, effectiveAt: event.effectiveAt ?? s.expiresAt)
             } else {

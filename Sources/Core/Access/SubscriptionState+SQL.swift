@@ -9,34 +9,37 @@ extension SubscriptionState {
     init(row: SQLRow) throws(DatabaseError) {
         var pending: PendingChange?
         if let product = try row.optionalString("pending_product_id") {
-            pending = PendingChange(productId: product,
-                                    tier: try row.optionalString("pending_tier").flatMap(Tier.init(rawValue:)),
-                                    effectiveAt: try row.optionalTimestamp("pending_effective_at"))
+            pending = PendingChange(
+                productId: product,
+                tier: try row.optionalString("pending_tier").flatMap(Tier.init(rawValue:)),
+                effectiveAt: try row.optionalTimestamp("pending_effective_at"))
         }
-        self.init(subscriptionId: try row.string("subscription_id"),
-                  provider: EventProvider(rawValue: try row.string("provider")) ?? .revenuecat,
-                  platform: try row.optionalString("platform"),
-                  environment: StoreEnvironment(rawValue: try row.string("environment")) ?? .production,
-                  productId: try row.optionalString("product_id"),
-                  tier: try row.optionalString("tier").flatMap(Tier.init(rawValue:)),
-                  phase: AccessPhase(rawValue: try row.string("phase")) ?? .none,
-                  willRenew: try row.bool("will_renew"),
-                  inTrialPeriod: try row.bool("in_trial_period"),
-                  purchasedAt: try row.optionalTimestamp("purchased_at"),
-                  expiresAt: try row.optionalTimestamp("expires_at"),
-                  graceExpiresAt: try row.optionalTimestamp("grace_expires_at"),
-                  trialStartsAt: try row.optionalTimestamp("trial_starts_at"),
-                  trialEndsAt: try row.optionalTimestamp("trial_ends_at"),
-                  pendingChange: pending,
-                  expiresBeforeRevocation: try row.optionalTimestamp("expires_before_revocation"),
-                  lastEventAt: try row.timestamp("last_event_at"))
+        self.init(
+            subscriptionId: try row.string("subscription_id"),
+            provider: EventProvider(rawValue: try row.string("provider")) ?? .revenuecat,
+            platform: try row.optionalString("platform"),
+            environment: StoreEnvironment(rawValue: try row.string("environment")) ?? .production,
+            productId: try row.optionalString("product_id"),
+            tier: try row.optionalString("tier").flatMap(Tier.init(rawValue:)),
+            phase: AccessPhase(rawValue: try row.string("phase")) ?? .none,
+            willRenew: try row.bool("will_renew"),
+            inTrialPeriod: try row.bool("in_trial_period"),
+            purchasedAt: try row.optionalTimestamp("purchased_at"),
+            expiresAt: try row.optionalTimestamp("expires_at"),
+            graceExpiresAt: try row.optionalTimestamp("grace_expires_at"),
+            trialStartsAt: try row.optionalTimestamp("trial_starts_at"),
+            trialEndsAt: try row.optionalTimestamp("trial_ends_at"),
+            pendingChange: pending,
+            expiresBeforeRevocation: try row.optionalTimestamp("expires_before_revocation"),
+            lastEventAt: try row.timestamp("last_event_at"))
     }
 
     /// Writes this subscription's row for `userId`: inserted, or its columns replaced in
     /// place when the row exists (one statement either way, and no delete-and-insert churn
     /// in the table's indexes on every renewal).
     func store(userId: String, on db: DatabaseConnection) throws(DatabaseError) {
-        try db.execute("""
+        try db.execute(
+            """
             INSERT INTO billing_subscriptions (user_id, subscription_id, provider, platform, environment, product_id, tier,
               phase, will_renew, in_trial_period, purchased_at, expires_at, grace_expires_at, trial_starts_at, trial_ends_at,
               pending_product_id, pending_tier, pending_effective_at, expires_before_revocation, last_event_at)

@@ -58,12 +58,14 @@ struct SubscriptionState: Sendable, Equatable {
     var expiresBeforeRevocation: Timestamp?
     var lastEventAt: Timestamp
 
-    init(subscriptionId: String, provider: EventProvider, platform: String? = nil,
-                environment: StoreEnvironment = .production, productId: String? = nil, tier: Tier? = nil,
-                phase: AccessPhase = .none, willRenew: Bool = false, inTrialPeriod: Bool = false,
-                purchasedAt: Timestamp? = nil, expiresAt: Timestamp? = nil, graceExpiresAt: Timestamp? = nil,
-                trialStartsAt: Timestamp? = nil, trialEndsAt: Timestamp? = nil, pendingChange: PendingChange? = nil,
-                expiresBeforeRevocation: Timestamp? = nil, lastEventAt: Timestamp) {
+    init(
+        subscriptionId: String, provider: EventProvider, platform: String? = nil,
+        environment: StoreEnvironment = .production, productId: String? = nil, tier: Tier? = nil,
+        phase: AccessPhase = .none, willRenew: Bool = false, inTrialPeriod: Bool = false,
+        purchasedAt: Timestamp? = nil, expiresAt: Timestamp? = nil, graceExpiresAt: Timestamp? = nil,
+        trialStartsAt: Timestamp? = nil, trialEndsAt: Timestamp? = nil, pendingChange: PendingChange? = nil,
+        expiresBeforeRevocation: Timestamp? = nil, lastEventAt: Timestamp
+    ) {
         self.subscriptionId = subscriptionId
         self.provider = provider
         self.platform = platform

@@ -2,7 +2,8 @@
 /// (its database connection stays there). The one type that knows every admin feature's
 /// context protocol, answering each from `BillingServices`.
 struct AdminRPCContext: RPCContextProtocol, AccessRPCContext, EventRPCContext, StatsRPCContext, UserRPCContext,
-    GrantRPCContext, GrandfatherRPCContext, PlanRPCContext, OfferingRPCContext, SystemRPCContext, ReconcileRPCContext {
+    GrantRPCContext, GrandfatherRPCContext, PlanRPCContext, OfferingRPCContext, SystemRPCContext, ReconcileRPCContext
+{
     var clock: any BillingClock
     var peer: RPCPeer?
     var server: RPCServerInfo
@@ -11,9 +12,11 @@ struct AdminRPCContext: RPCContextProtocol, AccessRPCContext, EventRPCContext, S
     var database: DatabaseConnection?
     var registry = RPCMethodRegistry<AdminRPCContext>()
 
-    init(clock: (any BillingClock)? = nil, peer: RPCPeer? = nil, server: RPCServerInfo = RPCServerInfo(),
-         databaseStatus: (() -> JSON)? = nil, services: BillingServices = .unconfigured(),
-         database: DatabaseConnection? = nil) {
+    init(
+        clock: (any BillingClock)? = nil, peer: RPCPeer? = nil, server: RPCServerInfo = RPCServerInfo(),
+        databaseStatus: (() -> JSON)? = nil, services: BillingServices = .unconfigured(),
+        database: DatabaseConnection? = nil
+    ) {
         self.clock = clock ?? services.clock
         self.peer = peer
         self.server = server

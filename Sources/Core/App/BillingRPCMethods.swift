@@ -2,20 +2,22 @@
 /// in the composition root. Each feature registers its own in `<Feature>RPCMethods.swift`,
 /// asking of the context only what it uses.
 enum BillingRPCMethods {
-    static func makeRegistry(services: BillingServices,
-                             replayers: QuarantineReplayers? = nil) -> RPCMethodRegistry<AdminRPCContext> {
+    static func makeRegistry(
+        services: BillingServices,
+        replayers: QuarantineReplayers? = nil
+    ) -> RPCMethodRegistry<AdminRPCContext> {
         var registry = RPCMethodRegistry<AdminRPCContext>()
-        registry.registerSystemMethods()        // system.health, system.listMethods
-        registry.registerAccessMethods()        // access.get
-        registry.registerUserMethods()          // users.import, users.delete
-        registry.registerGrantMethods()         // grants.create, grants.revoke, grants.list
-        registry.registerGrandfatherMethods()   // grandfather.applyCohort, .applyUsers, .revoke, .audit
+        registry.registerSystemMethods()  // system.health, system.listMethods
+        registry.registerAccessMethods()  // access.get
+        registry.registerUserMethods()  // users.import, users.delete
+        registry.registerGrantMethods()  // grants.create, grants.revoke, grants.list
+        registry.registerGrandfatherMethods()  // grandfather.applyCohort, .applyUsers, .revoke, .audit
         registry.registerEventMethods(replayers: replayers ?? quarantineReplayers(services: services))  // events.*
-        registry.registerFlagMethods()          // flags.get, flags.set
-        registry.registerPlanMethods()          // plans.list, plans.publish
-        registry.registerOfferingMethods()      // offerings.list, offerings.publish
-        registry.registerStatsMethods()         // stats.subscriptions, stats.purgePaywallEvents
-        registry.registerReconcileMethods()     // subscriptions.reconcile, subscriptions.reconcileStatus
+        registry.registerFlagMethods()  // flags.get, flags.set
+        registry.registerPlanMethods()  // plans.list, plans.publish
+        registry.registerOfferingMethods()  // offerings.list, offerings.publish
+        registry.registerStatsMethods()  // stats.subscriptions, stats.purgePaywallEvents
+        registry.registerReconcileMethods()  // subscriptions.reconcile, subscriptions.reconcileStatus
         return registry
     }
 
@@ -25,11 +27,14 @@ enum BillingRPCMethods {
     /// which a stored body cannot prove), so it registers none.
     static func quarantineReplayers(services: BillingServices) -> QuarantineReplayers {
         var replayers = QuarantineReplayers()
-        let verifier = services.appleVerifier, catalog = services.configuration.products
-        let idPattern = services.idPattern, policy = services.configuration.binding.policy
+        let verifier = services.appleVerifier
+        let catalog = services.configuration.products
+        let idPattern = services.idPattern
+        let policy = services.configuration.binding.policy
         replayers.register(provider: EventProvider.appleNotification.rawValue) { delivery, now, db in
-            try AppleQuarantineReplay.replay(delivery, verifier: verifier, catalog: catalog, idPattern: idPattern, policy: policy,
-                                             now: now, on: db)
+            try AppleQuarantineReplay.replay(
+                delivery, verifier: verifier, catalog: catalog, idPattern: idPattern, policy: policy,
+                now: now, on: db)
         }
         return replayers
     }

@@ -4,7 +4,8 @@
 /// `BillingServices`: the router and the features see only the protocols.
 final class BillingRequestContext: RequestContextProtocol, AuthenticatedRequestContext, DatabaseRequestContext,
     HealthCheck.Context, AccessRoute.Context, QuotaRoutes.Context, RevenueCatWebhook.Context,
-    AppleTransactionRoute.Context, PaywallEvents.Context, OfferingsRoute.Context {
+    AppleTransactionRoute.Context, PaywallEvents.Context, OfferingsRoute.Context
+{
     let workerIndex: Int
     var clock: any BillingClock
     let services: BillingServices
@@ -18,9 +19,11 @@ final class BillingRequestContext: RequestContextProtocol, AuthenticatedRequestC
     /// Receives failures that became a generic 500, with `logFields` and the error's debug text.
     private let reportUnexpected: (_ error: any Error, _ fields: [String: String]) -> Void
 
-    init(workerIndex: Int = 0, clock: (any BillingClock)? = nil, services: BillingServices = .unconfigured(),
-         database: DatabaseConnection? = nil, databaseProbe: (() throws -> Void)? = nil,
-         reportUnexpectedError: ((_ error: any Error, _ fields: [String: String]) -> Void)? = nil) {
+    init(
+        workerIndex: Int = 0, clock: (any BillingClock)? = nil, services: BillingServices = .unconfigured(),
+        database: DatabaseConnection? = nil, databaseProbe: (() throws -> Void)? = nil,
+        reportUnexpectedError: ((_ error: any Error, _ fields: [String: String]) -> Void)? = nil
+    ) {
         self.workerIndex = workerIndex
         self.clock = clock ?? services.clock
         self.services = services
@@ -37,8 +40,10 @@ final class BillingRequestContext: RequestContextProtocol, AuthenticatedRequestC
         // them); a warning or error still goes out at once.
         logger = services.logger.with("request.id", .string(request.id)).batchingRoutineLines()
         outcome = nil
-        logFields = ["request.id": request.id, "http.method": request.method.rawValue,
-                     "http.path": request.path, "worker.thread": String(workerIndex)]
+        logFields = [
+            "request.id": request.id, "http.method": request.method.rawValue,
+            "http.path": request.path, "worker.thread": String(workerIndex),
+        ]
     }
 
     func observe(error: any Error) {

@@ -37,8 +37,10 @@ final class BillingServices: Sendable {
 
     /// Builds everything the configuration names; a key file that cannot be read is a
     /// start-up error, not a per-request one.
-    init(configuration: BillingConfiguration, logger: Logger = Logger(sink: .standardError),
-                clock: any BillingClock = SystemClock()) throws(ConfigurationError) {
+    init(
+        configuration: BillingConfiguration, logger: Logger = Logger(sink: .standardError),
+        clock: any BillingClock = SystemClock()
+    ) throws(ConfigurationError) {
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
@@ -56,12 +58,14 @@ final class BillingServices: Sendable {
             guard let issuer = auth.issuer, let audience = auth.audience else {
                 throw ConfigurationError("auth.issuer and auth.audience are required with auth.keysUrl or auth.keysFile")
             }
-            let store = try TokenKeyStore(path: auth.keysFile, issuer: auth.keysUrl.map { TokenKeyStore.Issuer(auth, url: $0) },
-                                          clock: clock, logger: logger)
+            let store = try TokenKeyStore(
+                path: auth.keysFile, issuer: auth.keysUrl.map { TokenKeyStore.Issuer(auth, url: $0) },
+                clock: clock, logger: logger)
             metrics.addSource { [store, clock] in store.samples(now: clock.now()) }
-            tokenVerifier = IDTokenVerifier(keyStore: store, issuer: issuer,
-                                            audience: audience, leewaySeconds: configuration.auth.leewaySeconds,
-                                            cachedTokens: configuration.server.snapshotCacheUsers)
+            tokenVerifier = IDTokenVerifier(
+                keyStore: store, issuer: issuer,
+                audience: audience, leewaySeconds: configuration.auth.leewaySeconds,
+                cachedTokens: configuration.server.snapshotCacheUsers)
         } else {
             tokenVerifier = nil
         }
@@ -79,12 +83,14 @@ extension BillingServices {
     func makeDatabaseConnection(_ configuration: DatabaseConfiguration, sessionSetup: [SQLQuery] = []) -> DatabaseConnection {
         let metrics = self.metrics
         let logger = self.logger
-        return DatabaseConnection(configuration: configuration, sessionSetup: sessionSetup, onRetry: { error in
-            metrics.databaseRetries.add()
-            if error.isTransactionEndedByServer {
-                logger.warning("transaction ended by the server without an error; run again", ["error.message": .string(error.debugDescription)])
-            }
-        })
+        return DatabaseConnection(
+            configuration: configuration, sessionSetup: sessionSetup,
+            onRetry: { error in
+                metrics.databaseRetries.add()
+                if error.isTransactionEndedByServer {
+                    logger.warning("transaction ended by the server without an error; run again", ["error.message": .string(error.debugDescription)])
+                }
+            })
     }
 }
 

@@ -69,22 +69,29 @@ public enum RPCAdminApp {
             serverConfiguration.maxConnections = configuration.admin.maxConnections
             serverConfiguration.idleTimeoutSeconds = Double(configuration.admin.idleTimeoutSeconds)
         }
-        let limits = RPCLimits(maxMessageBytes: configuration.admin.maxMessageBytes,
-                               maxBatchLength: configuration.admin.maxBatchLength)
-        let server = makeServer(configuration: serverConfiguration, limits: limits, serverInfo: RPCServerInfo(version: version),
-                                services: services,
-                                databaseConfiguration: commandLine.configPath == nil ? nil : configuration.database)
+        let limits = RPCLimits(
+            maxMessageBytes: configuration.admin.maxMessageBytes,
+            maxBatchLength: configuration.admin.maxBatchLength)
+        let server = makeServer(
+            configuration: serverConfiguration, limits: limits, serverInfo: RPCServerInfo(version: version),
+            services: services,
+            databaseConfiguration: commandLine.configPath == nil ? nil : configuration.database)
         // Reconciliation's sweeper (SPEC §11): a thread of this daemon, with its own
         // database connection, when the App Store Server API is configured.
         var sweeper: ReconcileSweeper?
         if let reconcile = services.reconcile, configuration.reconcile.sweepEverySeconds > 0, commandLine.configPath != nil {
             let database = configuration.database
-            sweeper = ReconcileSweeper(service: reconcile, everySeconds: configuration.reconcile.sweepEverySeconds,
-                                       makeConnection: { services.makeDatabaseConnection(database) })
+            sweeper = ReconcileSweeper(
+                service: reconcile, everySeconds: configuration.reconcile.sweepEverySeconds,
+                makeConnection: { services.makeDatabaseConnection(database) })
         }
         let status = ProcessLifecycle.run(server, logger: logger, reopenLogs: { logger.sink.reopen() }, reload: { services.reload() }) {
-            logger.info("billing-rpc started", ["rpc.socket": .string(serverConfiguration.socketPath), "process.id": .int(Int64(getpid())),
-                                                "reconcile.sweeper": .bool(sweeper != nil)])
+            logger.info(
+                "billing-rpc started",
+                [
+                    "rpc.socket": .string(serverConfiguration.socketPath), "process.id": .int(Int64(getpid())),
+                    "reconcile.sweeper": .bool(sweeper != nil),
+                ])
             do { try sweeper?.start() } catch {
                 logger.error("reconcile sweeper not started", ["error.message": .string(String(describing: error))])
             }
@@ -101,23 +108,28 @@ public enum RPCAdminApp {
     ///
     /// Closures handed to the server run on its threads; build them in Core (as here), not
     /// in `main.swift` top-level code, where Swift 6 makes them main-actor isolated.
-    static func makeServer(configuration: RPCSocketServerConfiguration, limits: RPCLimits = .default,
-                           serverInfo: RPCServerInfo, services: BillingServices,
-                           databaseConfiguration: DatabaseConfiguration?) -> RPCSocketServer<AdminRPCContext> {
+    static func makeServer(
+        configuration: RPCSocketServerConfiguration, limits: RPCLimits = .default,
+        serverInfo: RPCServerInfo, services: BillingServices,
+        databaseConfiguration: DatabaseConfiguration?
+    ) -> RPCSocketServer<AdminRPCContext> {
         let logger = services.logger
         let rpc = JSONRPCServerProtocol(registry: BillingRPCMethods.makeRegistry(services: services), limits: limits) { method, error in
             // The caller saw only "Internal error"; the operator gets the cause.
             logger.error("rpc.call.failed", ["rpc.method": .string(method), "error": .string(String(describing: error))])
         }
         let refusals = RefusalAudit()
-        return RPCSocketServer(configuration: configuration, protocol: rpc, makeContext: { peer in
-            // Built on the connection's thread: its database connection stays on that thread,
-            // and every session it opens names the peer for the audit trigger (migration 011).
-            let user = peer.flatMap { SystemUsers.name(of: $0.uid) }
-            let session: [SQLQuery] = peer.map { ["SET @billing_peer_uid = \(Int64($0.uid)), @billing_peer_user = \(user)"] } ?? []
-            return AdminRPCContext(peer: peer, server: serverInfo, services: services,
-                                   database: databaseConfiguration.map { services.makeDatabaseConnection($0, sessionSetup: session) })
-        }, logger: logger, onRefusedPeer: { context, peer in refusals.record(peer, context: context, logger: logger) })
+        return RPCSocketServer(
+            configuration: configuration, protocol: rpc,
+            makeContext: { peer in
+                // Built on the connection's thread: its database connection stays on that thread,
+                // and every session it opens names the peer for the audit trigger (migration 011).
+                let user = peer.flatMap { SystemUsers.name(of: $0.uid) }
+                let session: [SQLQuery] = peer.map { ["SET @billing_peer_uid = \(Int64($0.uid)), @billing_peer_user = \(user)"] } ?? []
+                return AdminRPCContext(
+                    peer: peer, server: serverInfo, services: services,
+                    database: databaseConfiguration.map { services.makeDatabaseConnection($0, sessionSetup: session) })
+            }, logger: logger, onRefusedPeer: { context, peer in refusals.record(peer, context: context, logger: logger) })
     }
 
     // MARK: migrate
@@ -209,7 +221,8 @@ public enum RPCAdminApp {
             }
         }
         guard let keyPath = values["--key"], let kid = values["--kid"], let issuer = values["--issuer"],
-              let audience = values["--audience"], let user else {
+            let audience = values["--audience"], let user
+        else {
             return fail("--key, --kid, --issuer, --audience and USER_ID are required\n\n\(devTokenUsage)", status: 64)
         }
         let ttl = Int64(values["--ttl"] ?? "3600") ?? 3600
@@ -222,8 +235,10 @@ public enum RPCAdminApp {
             default: return fail("the key must be RSA or EC P-256", status: 1)
             }
             let now = SystemClock().now().millisecondsSinceEpoch / 1000
-            let claims: JSON = ["iss": .string(issuer), "aud": .string(audience), "sub": .string(user),
-                                "iat": .int(now), "exp": .int(now + ttl)]
+            let claims: JSON = [
+                "iss": .string(issuer), "aud": .string(audience), "sub": .string(user),
+                "iat": .int(now), "exp": .int(now + ttl),
+            ]
             print(try CompactJWS.sign(payload: claims, header: ["kid": .string(kid)], key: key, algorithm: algorithm))
             return 0
         } catch {
@@ -251,8 +266,12 @@ public enum RPCAdminApp {
         """
 
     static func doctor(_ arguments: [String], environment: [String: String]) -> Int32 {
-        var config: String?, sqlDir: String?, url: String?, asJSON = false
-        var minimumFree: UInt64?, maxSkew: Int64?
+        var config: String?
+        var sqlDir: String?
+        var url: String?
+        var asJSON = false
+        var minimumFree: UInt64?
+        var maxSkew: Int64?
         var rest = arguments[...]
         while let argument = rest.popFirst() {
             switch argument {
@@ -279,8 +298,9 @@ public enum RPCAdminApp {
         // The packaged site's local listener (metrics.listen) answers the health route over
         // plain HTTP: the doctor asks it there unless told another URL.
         let packaged = configPath == packagedConfig
-        var doctor = Doctor(configPath: configPath, environment: environment, sqlDirectory: sqlDir,
-                            url: url ?? (packaged ? "http://127.0.0.1:9464" : nil))
+        var doctor = Doctor(
+            configPath: configPath, environment: environment, sqlDirectory: sqlDir,
+            url: url ?? (packaged ? "http://127.0.0.1:9464" : nil))
         if let minimumFree { doctor.minimumFreeBytes = minimumFree }
         if let maxSkew { doctor.maxClockSkewMilliseconds = maxSkew }
         let checks = doctor.run()

@@ -1,3 +1,5 @@
+import Glibc
+
 /// The arguments of `billing-rpc` (serving), parsed in Core so the executable stays wiring
 /// only. The `migrate` and `dev-token` subcommands are parsed by `RPCAdminApp`.
 struct RPCAdminCommandLine: Sendable, Equatable {
@@ -79,8 +81,6 @@ struct RPCAdminCommandLine: Sendable, Equatable {
         return configuration
     }
 }
-
-import Glibc
 
 extension RPCAdminCommandLine {
     /// Prints `billing-rpc: message` to stderr and exits with `status` (64 = usage, EX_USAGE).

@@ -18,11 +18,14 @@ final class RefusalAudit: Sendable {
         }
         guard due, let db = context.database else { return }
         do {
-            try AuditLog.write(actor: "billing-rpc", action: "rpc.refused",
-                               detail: ["peerPid": peer.map { .int(Int64($0.pid)) } ?? .null,
-                                        "peerGid": peer.map { .int(Int64($0.gid)) } ?? .null,
-                                        "reason": "admin.allowedUsers"],
-                               now: now, on: db)
+            try AuditLog.write(
+                actor: "billing-rpc", action: "rpc.refused",
+                detail: [
+                    "peerPid": peer.map { .int(Int64($0.pid)) } ?? .null,
+                    "peerGid": peer.map { .int(Int64($0.gid)) } ?? .null,
+                    "reason": "admin.allowedUsers",
+                ],
+                now: now, on: db)
         } catch {
             logger.warning("refused peer not audited", ["error.kind": .string("\(error)")])
         }

@@ -88,9 +88,10 @@ public enum WorkerApp {
             logger.log(.critical, "cannot listen", ["socket.path": .string(socket), "error.message": .string(error.description)])
             return 1
         }
-        let fromEnvironment = environment["FCGI_WEB_SERVER_ADDRS"].map {
-            $0.split(separator: ",").map { $0.trimmingSpaces() }.filter { !$0.isEmpty }
-        } ?? []
+        let fromEnvironment =
+            environment["FCGI_WEB_SERVER_ADDRS"].map {
+                $0.split(separator: ",").map { $0.trimmingSpaces() }.filter { !$0.isEmpty }
+            } ?? []
         serverOptions.webServerAddresses = configuration.server.webServerAddrs.isEmpty ? fromEnvironment : configuration.server.webServerAddrs
         serverOptions.socketMode = UInt32(configuration.server.socketMode)
         serverOptions.backlog = configuration.server.backlog
@@ -101,13 +102,18 @@ public enum WorkerApp {
         // Metrics: counted in this process, published every second to the shared directory
         // (one file per worker), aggregated by whichever worker nginx sends /metrics to.
         var router = BillingRoutes.makeRouter()
-        let directory = MetricsDirectory(path: options.metricsDirectory ?? configuration.server.metricsDirectory
-                                         ?? MetricsDirectory.beside(socketPath: socket).path)
-        let metrics = WorkerMetrics(worker: WorkerMetrics.workerName(socketPath: socket), threads: serverOptions.pool.threads,
-                                    routes: router.patterns + [MetricsRoute.path], startedAt: services.clock.now(),
-                                    domain: services.metrics)
-        router.get(MetricsRoute.path, MetricsRoute.handler(own: metrics, directory: directory, clock: services.clock,
-                                                           database: { $0.database }))
+        let directory = MetricsDirectory(
+            path: options.metricsDirectory ?? configuration.server.metricsDirectory
+                ?? MetricsDirectory.beside(socketPath: socket).path)
+        let metrics = WorkerMetrics(
+            worker: WorkerMetrics.workerName(socketPath: socket), threads: serverOptions.pool.threads,
+            routes: router.patterns + [MetricsRoute.path], startedAt: services.clock.now(),
+            domain: services.metrics)
+        router.get(
+            MetricsRoute.path,
+            MetricsRoute.handler(
+                own: metrics, directory: directory, clock: services.clock,
+                database: { $0.database }))
         let publisher = MetricsPublisher(metrics: metrics, directory: directory, clock: services.clock)
         // Before the publisher thread exists, so it inherits the mask and no signal is
         // delivered to it (the process skeleton blocks them again; that is harmless).
@@ -127,8 +133,9 @@ public enum WorkerApp {
             reopenLogs: { logger.sink.reopen() }, reload: { services.reload() }, metrics: metrics, accessLog: logger,
             makeContext: { index in
                 // One MariaDB connection per thread, opened lazily on first use.
-                BillingRequestContext(workerIndex: index, services: services,
-                                      database: services.makeDatabaseConnection(databaseConfiguration))
+                BillingRequestContext(
+                    workerIndex: index, services: services,
+                    database: services.makeDatabaseConnection(databaseConfiguration))
             })
     }
 

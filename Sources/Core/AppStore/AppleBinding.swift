@@ -15,22 +15,27 @@ enum AppleBinding {
         case denied(owner: String)
     }
 
-    static let appleProviders: [SQLValue] = [.string(EventProvider.appleNotification.rawValue),
-                                             .string(EventProvider.appleTransaction.rawValue)]
+    static let appleProviders: [SQLValue] = [
+        .string(EventProvider.appleNotification.rawValue),
+        .string(EventProvider.appleTransaction.rawValue),
+    ]
 
     /// Binds (or checks) `subscriptionId` for `userId`, who must be known, in one
     /// transaction: audit, move of the App Store events to the new owner and re-fold of
     /// every user whose access changed. A denial is committed (its audit row) and returned.
-    static func bind(subscriptionId: String, userId: String, restore: Bool,
-                            policy: BillingConfiguration.Binding.Policy, transactionId: String?,
-                            environment: StoreEnvironment, now: Timestamp, on db: DatabaseConnection) throws -> Decision {
+    static func bind(
+        subscriptionId: String, userId: String, restore: Bool,
+        policy: BillingConfiguration.Binding.Policy, transactionId: String?,
+        environment: StoreEnvironment, now: Timestamp, on db: DatabaseConnection
+    ) throws -> Decision {
         var attempt = 0
         while true {
             attempt += 1
             do {
                 return try db.transaction(retries: 3, isolation: .readCommitted) { db -> Decision in
-                    try decide(subscriptionId: subscriptionId, userId: userId, restore: restore, policy: policy,
-                               transactionId: transactionId, environment: environment, now: now, on: db)
+                    try decide(
+                        subscriptionId: subscriptionId, userId: userId, restore: restore, policy: policy,
+                        transactionId: transactionId, environment: environment, now: now, on: db)
                 }
             } catch let error as DatabaseError where error.isDuplicateKey && attempt < 3 {
                 continue  // two first posts raced on the primary key: the loser re-reads the winner
@@ -38,12 +43,15 @@ enum AppleBinding {
         }
     }
 
-    private static func decide(subscriptionId: String, userId: String, restore: Bool,
-                               policy: BillingConfiguration.Binding.Policy, transactionId: String?,
-                               environment: StoreEnvironment, now: Timestamp,
-                               on db: DatabaseConnection) throws(DatabaseError) -> Decision {
+    private static func decide(
+        subscriptionId: String, userId: String, restore: Bool,
+        policy: BillingConfiguration.Binding.Policy, transactionId: String?,
+        environment: StoreEnvironment, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> Decision {
         func audit(_ action: String, previous: String?) throws(DatabaseError) {
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO billing_binding_audit (original_transaction_id, action, user_id, previous_user_id, policy, restore,
                   transaction_id, created_at)
                 VALUES (\(subscriptionId), \(action), \(userId), \(previous), \(policy.rawValue), \(restore), \(transactionId), \(now))
@@ -51,7 +59,8 @@ enum AppleBinding {
         }
         let row = try db.queryOne("SELECT user_id FROM billing_apple_bindings WHERE original_transaction_id = \(subscriptionId) FOR UPDATE")
         guard let owner = try row?.string("user_id") else {
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO billing_apple_bindings (original_transaction_id, user_id, source, environment, bound_at, created_at)
                 VALUES (\(subscriptionId), \(userId), 'transaction', \(environment.rawValue), \(now), \(now))
                 """)
@@ -66,7 +75,8 @@ enum AppleBinding {
             try audit("denied", previous: owner)
             return .denied(owner: owner)
         }
-        try db.execute("""
+        try db.execute(
+            """
             UPDATE billing_apple_bindings SET user_id = \(userId), source = 'transaction', bound_at = \(now), moves = moves + 1
             WHERE original_transaction_id = \(subscriptionId)
             """)
@@ -75,7 +85,8 @@ enum AppleBinding {
         try AccessProjector.lockAccessRows([owner, userId], now: now, on: db)
         // The subscription's App Store events change owner; RevenueCat's stay with whoever
         // RevenueCat named.
-        let moving = try db.query("""
+        let moving = try db.query(
+            """
             SELECT e.id FROM billing_events e JOIN billing_event_parties p ON p.event_id = e.id
             WHERE e.subscription_id = \(subscriptionId) AND e.provider IN (\(list: appleProviders))
               AND p.user_id = \(owner) AND p.role = 'subject'
@@ -94,19 +105,23 @@ enum AppleBinding {
     /// The subject of an App Store event, decided inside the ingestion transaction: the
     /// bound owner; else, when `appAccountToken` names a known user, that user (who is bound
     /// now); else the token as a candidate (the event waits, unmatched).
-    static func resolveSubject(subscriptionId: String?, candidates: [String], transactionId: String?,
-                               environment: StoreEnvironment, policy: BillingConfiguration.Binding.Policy,
-                               now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> [String] {
+    static func resolveSubject(
+        subscriptionId: String?, candidates: [String], transactionId: String?,
+        environment: StoreEnvironment, policy: BillingConfiguration.Binding.Policy,
+        now: Timestamp, on db: DatabaseConnection
+    ) throws(DatabaseError) -> [String] {
         guard let subscriptionId else { return candidates }
         if let owner = try owner(of: subscriptionId, on: db) { return [owner] }
         guard let token = candidates.first, try UserDirectory.knownUsers([token], on: db).contains(token) else { return candidates }
-        let inserted = try db.execute("""
+        let inserted = try db.execute(
+            """
             INSERT INTO billing_apple_bindings (original_transaction_id, user_id, source, environment, bound_at, created_at)
             VALUES (\(subscriptionId), \(token), 'app_account_token', \(environment.rawValue), \(now), \(now))
             ON DUPLICATE KEY UPDATE original_transaction_id = original_transaction_id
             """)
         if inserted.affectedRows == 1 {
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO billing_binding_audit (original_transaction_id, action, user_id, policy, restore, transaction_id, created_at)
                 VALUES (\(subscriptionId), 'bound', \(token), \(policy.rawValue), 0, \(transactionId), \(now))
                 """)
@@ -134,16 +149,20 @@ enum AppleBinding {
     }
 
     /// Returns true when some event was attached (the caller re-folds `userId`).
-    private static func attachUnmatched(subscriptionId: String, to userId: String, now: Timestamp,
-                                        on db: DatabaseConnection) throws(DatabaseError) -> Bool {
-        let waiting = try db.query("""
+    private static func attachUnmatched(
+        subscriptionId: String, to userId: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> Bool {
+        let waiting = try db.query(
+            """
             SELECT id FROM billing_events WHERE subscription_id = \(subscriptionId) AND provider IN (\(list: appleProviders))
               AND status = 'unmatched' FOR UPDATE
             """)
         for row in waiting {
             let eventId = try row.uint64("id")
             try EventInbox.addParty(eventId: eventId, userId: userId, role: .subject, on: db)
-            try db.execute("""
+            try db.execute(
+                """
                 UPDATE billing_events SET status = 'applied', user_id = \(userId), applied_at = \(now)
                 WHERE id = \(eventId) AND status = 'unmatched'
                 """)

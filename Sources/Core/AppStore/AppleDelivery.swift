@@ -27,8 +27,10 @@ struct AppleDelivery: Sendable {
 
     /// Verifies and decodes a notification `signedPayload` (outer and nested JWS).
     /// Throws `AppleVerificationError` (→ 422, quarantine) or `PayloadError` (→ 400).
-    static func notification(signedPayload: String, verifier: AppleSignedDataVerifier, catalog: Catalog,
-                                    idPattern: UserIdPattern, now: Timestamp) throws -> AppleDelivery {
+    static func notification(
+        signedPayload: String, verifier: AppleSignedDataVerifier, catalog: Catalog,
+        idPattern: UserIdPattern, now: Timestamp
+    ) throws -> AppleDelivery {
         let outer = try verifier.verifyNotification(signedPayload, now: now)
         let r = try PayloadReader(outer, path: "")
         let uuid = try r.requiredString("notificationUUID", maxLength: 64)
@@ -60,16 +62,20 @@ struct AppleDelivery: Sendable {
                 error.notificationType = type
                 throw error
             }
-            if case .object(var object) = stored { object["data"] = .object(data); stored = .object(object) }
+            if case .object(var object) = stored {
+                object["data"] = .object(data)
+                stored = .object(object)
+            }
         }
 
         // A type that changes a subscription needs its transaction; one that informs (or a
         // test) is recorded under its own kind with or without one.
         let named = notificationKind(type: type, subtype: subtype)
         let kind = transaction == nil && !(named == .test || named.isInformational) ? .unknown : named
-        var event = makeEvent(provider: .appleNotification, id: uuid, rawType: subtype.map { "\(type)/\($0)" } ?? type,
-                              kind: kind, at: signedDate, transaction: transaction, catalog: catalog,
-                              environment: transaction?.environment ?? dataEnvironment)
+        var event = makeEvent(
+            provider: .appleNotification, id: uuid, rawType: subtype.map { "\(type)/\($0)" } ?? type,
+            kind: kind, at: signedDate, transaction: transaction, catalog: catalog,
+            environment: transaction?.environment ?? dataEnvironment)
         event.cancelReason = subtype
         if transaction == nil, let summary = outer["summary"]?.objectValue {
             // RENEWAL_EXTENSION/SUMMARY: which product a mass extension was for; each
@@ -91,27 +97,34 @@ struct AppleDelivery: Sendable {
         case .uncancellation: event.willRenew = true
         default: break
         }
-        return AppleDelivery(event: event, transaction: transaction,
-                             userCandidates: candidates(transaction, idPattern: idPattern), payload: stored)
+        return AppleDelivery(
+            event: event, transaction: transaction,
+            userCandidates: candidates(transaction, idPattern: idPattern), payload: stored)
     }
 
     /// Verifies and decodes a transaction the app posted. Its intrinsic time is the
     /// transaction's own `signedDate`.
-    static func postedTransaction(_ jws: String, verifier: AppleSignedDataVerifier, catalog: Catalog,
-                                         idPattern: UserIdPattern, now: Timestamp) throws -> AppleDelivery {
+    static func postedTransaction(
+        _ jws: String, verifier: AppleSignedDataVerifier, catalog: Catalog,
+        idPattern: UserIdPattern, now: Timestamp
+    ) throws -> AppleDelivery {
         let payload = try verifier.verifyTransaction(jws, now: now)
         let t = try AppleTransactionInfo.decode(payload)
         let kind = t.revocationKind ?? t.periodKind
-        let event = makeEvent(provider: .appleTransaction, id: t.transactionId, rawType: "TRANSACTION", kind: kind,
-                              at: t.signedDate, transaction: t, catalog: catalog, environment: t.environment)
-        return AppleDelivery(event: event, transaction: t, userCandidates: candidates(t, idPattern: idPattern),
-                             payload: ["transactionInfo": payload])
+        let event = makeEvent(
+            provider: .appleTransaction, id: t.transactionId, rawType: "TRANSACTION", kind: kind,
+            at: t.signedDate, transaction: t, catalog: catalog, environment: t.environment)
+        return AppleDelivery(
+            event: event, transaction: t, userCandidates: candidates(t, idPattern: idPattern),
+            payload: ["transactionInfo": payload])
     }
 
     /// Renewal info counts wherever it arrives (SPEC §5): auto-renew, billing retry and
     /// grace, the product it renews to, why it expired.
-    private static func apply(_ renewal: AppleRenewalInfo, to event: inout StoreEvent, transaction: AppleTransactionInfo?,
-                              catalog: Catalog) {
+    private static func apply(
+        _ renewal: AppleRenewalInfo, to event: inout StoreEvent, transaction: AppleTransactionInfo?,
+        catalog: Catalog
+    ) {
         event.willRenew = renewal.willRenew
         event.inBillingRetry = renewal.isInBillingRetryPeriod
         event.graceExpiresAt = renewal.gracePeriodExpiresDate
@@ -134,11 +147,13 @@ struct AppleDelivery: Sendable {
         let t = try AppleTransactionInfo.decode(payload)
         let kind = t.revocationKind ?? t.periodKind
         let id = t.revocationDate.map { "\(t.transactionId):revoked:\($0.millisecondsSinceEpoch)" } ?? t.transactionId
-        let event = makeEvent(provider: .appleTransaction, id: id, rawType: "TRANSACTION_HISTORY", kind: kind,
-                              at: t.revocationDate ?? t.purchaseDate ?? t.signedDate, transaction: t, catalog: catalog,
-                              environment: t.environment)
-        return AppleDelivery(event: event, transaction: t, userCandidates: candidates(t, idPattern: idPattern),
-                             payload: ["source": "transaction_history", "transactionInfo": payload])
+        let event = makeEvent(
+            provider: .appleTransaction, id: id, rawType: "TRANSACTION_HISTORY", kind: kind,
+            at: t.revocationDate ?? t.purchaseDate ?? t.signedDate, transaction: t, catalog: catalog,
+            environment: t.environment)
+        return AppleDelivery(
+            event: event, transaction: t, userCandidates: candidates(t, idPattern: idPattern),
+            payload: ["source": "transaction_history", "transactionInfo": payload])
     }
 
     /// One `lastTransactions` item of Get All Subscription Statuses (its transaction and
@@ -148,15 +163,21 @@ struct AppleDelivery: Sendable {
     /// expiry (as a notification of an unknown type does) and the renewal info the rest.
     /// Folds at its `signedDate` (the pull). `id` is chosen by the caller (`Reconciler`:
     /// content and predecessor, so the same state pulled twice is one event).
-    static func pulledStatus(status: Int64?, transaction payload: JSON, renewal renewalPayload: JSON?, id: String,
-                             catalog: Catalog, idPattern: UserIdPattern) throws(PayloadError) -> AppleDelivery {
+    static func pulledStatus(
+        status: Int64?, transaction payload: JSON, renewal renewalPayload: JSON?, id: String,
+        catalog: Catalog, idPattern: UserIdPattern
+    ) throws(PayloadError) -> AppleDelivery {
         let t = try AppleTransactionInfo.decode(payload)
         let renewal = try renewalPayload.map { (p) throws(PayloadError) -> AppleRenewalInfo in try AppleRenewalInfo.decode(p) }
         let kind = t.revocationKind ?? (status == 2 ? .expiration : .unknown)
-        let signed = [t.signedDate, try renewalPayload.map { (p) throws(PayloadError) in try PayloadReader(p, path: "renewalInfo").milliseconds("signedDate") } ?? nil]
-        var event = makeEvent(provider: .appleTransaction, id: id, rawType: "SUBSCRIPTION_STATUS/\(status.map(String.init) ?? "none")",
-                              kind: kind, at: signed.compactMap { $0 }.max(), transaction: t, catalog: catalog,
-                              environment: t.environment)
+        let signed = [
+            t.signedDate,
+            try renewalPayload.map { (p) throws(PayloadError) in try PayloadReader(p, path: "renewalInfo").milliseconds("signedDate") } ?? nil,
+        ]
+        var event = makeEvent(
+            provider: .appleTransaction, id: id, rawType: "SUBSCRIPTION_STATUS/\(status.map(String.init) ?? "none")",
+            kind: kind, at: signed.compactMap { $0 }.max(), transaction: t, catalog: catalog,
+            environment: t.environment)
         if let renewal { apply(renewal, to: &event, transaction: t, catalog: catalog) }
         var stored: JSONObject = ["source": "subscription_status", "status": status.map { JSON.int($0) } ?? .null, "transactionInfo": payload]
         if let renewalPayload { stored["renewalInfo"] = renewalPayload }
@@ -196,15 +217,18 @@ struct AppleDelivery: Sendable {
         }
     }
 
-    private static func makeEvent(provider: EventProvider, id: String, rawType: String, kind: EventKind, at: Timestamp?,
-                                  transaction t: AppleTransactionInfo?, catalog: Catalog,
-                                  environment: StoreEnvironment) -> StoreEvent {
-        StoreEvent(provider: provider, providerEventId: id, rawType: rawType, kind: kind, intrinsicAt: at,
-                   subscriptionId: t?.originalTransactionId, productId: t?.productId,
-                   tier: t.flatMap { catalog[$0.productId]?.tier },
-                   periodType: t?.periodType, isTrial: t?.isFreeTrial ?? false, environment: environment,
-                   platform: "app_store", purchasedAt: t?.purchaseDate, expiresAt: t.flatMap { expiry($0, catalog: catalog) },
-                   priceMilli: t?.priceMilli, currency: t?.currency, familyShared: t?.isFamilyShared ?? false)
+    private static func makeEvent(
+        provider: EventProvider, id: String, rawType: String, kind: EventKind, at: Timestamp?,
+        transaction t: AppleTransactionInfo?, catalog: Catalog,
+        environment: StoreEnvironment
+    ) -> StoreEvent {
+        StoreEvent(
+            provider: provider, providerEventId: id, rawType: rawType, kind: kind, intrinsicAt: at,
+            subscriptionId: t?.originalTransactionId, productId: t?.productId,
+            tier: t.flatMap { catalog[$0.productId]?.tier },
+            periodType: t?.periodType, isTrial: t?.isFreeTrial ?? false, environment: environment,
+            platform: "app_store", purchasedAt: t?.purchaseDate, expiresAt: t.flatMap { expiry($0, catalog: catalog) },
+            priceMilli: t?.priceMilli, currency: t?.currency, familyShared: t?.isFamilyShared ?? false)
     }
 
     /// When a transaction's access ends: min(expiresDate, revocationDate); for a product

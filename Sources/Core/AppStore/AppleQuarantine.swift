@@ -13,32 +13,41 @@ enum AppleQuarantine {
 
     /// Returns the row id, or nil when the quarantine is full.
     @discardableResult
-    static func record(provider: EventProvider, signedPayload: String, error: AppleVerificationError,
-                       now: Timestamp, on db: DatabaseConnection) throws -> UInt64? {
+    static func record(
+        provider: EventProvider, signedPayload: String, error: AppleVerificationError,
+        now: Timestamp, on db: DatabaseConnection
+    ) throws -> UInt64? {
         let body = Array(signedPayload.utf8)
         let hash = SHA256.hexHash(body)
         let detail = error.detail.map { String($0.prefix(255)) }
         let notification = error.notificationUUID.map { $0.utf8Prefix(191) }
         return try db.transaction(retries: 3) { db -> UInt64? in
-            if let row = try db.queryOne("""
+            if let row = try db.queryOne(
+                """
                 SELECT id FROM billing_quarantine WHERE provider = \(provider.rawValue)
                   AND (payload_sha256 = \(hash) OR provider_event_id = \(notification)) ORDER BY id LIMIT 1 FOR UPDATE
-                """) {
+                """)
+            {
                 let id = try row.uint64("id")
-                try db.execute("""
+                try db.execute(
+                    """
                     UPDATE billing_quarantine SET deliveries = deliveries + 1, last_received_at = \(now),
                       reason = \(error.reason.rawValue), reason_detail = \(detail) WHERE id = \(id)
                     """)
                 return id
             }
-            guard let open = try db.queryOne("""
-                SELECT COUNT(*) AS n, CAST(COALESCE(SUM(LENGTH(payload)), 0) AS SIGNED) AS bytes
-                FROM billing_quarantine WHERE resolved_at IS NULL
-                """) else { return nil }
+            guard
+                let open = try db.queryOne(
+                    """
+                    SELECT COUNT(*) AS n, CAST(COALESCE(SUM(LENGTH(payload)), 0) AS SIGNED) AS bytes
+                    FROM billing_quarantine WHERE resolved_at IS NULL
+                    """)
+            else { return nil }
             guard try open.int64("n") < Int64(maxOpenRows), try open.int64("bytes") + Int64(body.count) <= maxOpenBytes else {
                 return nil
             }
-            let inserted = try db.execute("""
+            let inserted = try db.execute(
+                """
                 INSERT INTO billing_quarantine (provider, provider_event_id, reason, reason_detail, payload_sha256, payload,
                   received_at, last_received_at)
                 VALUES (\(provider.rawValue), \(notification), \(error.reason.rawValue), \(detail), \(hash), \(body), \(now), \(now))
@@ -59,20 +68,24 @@ enum AppleQuarantineReplay {
     /// process's settings (verifier — nil when not configured —, catalog, id pattern, binding
     /// policy), inside the caller's open transaction (`AppleIngestion.record`), without
     /// touching its quarantine row.
-    static func replay(_ quarantined: QuarantinedDelivery, verifier: AppleSignedDataVerifier?, catalog: AppleDelivery.Catalog,
-                       idPattern: UserIdPattern, policy: BillingConfiguration.Binding.Policy, now: Timestamp,
-                       on db: DatabaseConnection) throws(DatabaseError) -> QuarantineReplay {
+    static func replay(
+        _ quarantined: QuarantinedDelivery, verifier: AppleSignedDataVerifier?, catalog: AppleDelivery.Catalog,
+        idPattern: UserIdPattern, policy: BillingConfiguration.Binding.Policy, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> QuarantineReplay {
         guard let verifier else { return QuarantineReplay(.stillFailing(reason: "not_configured")) }
         let delivery: AppleDelivery
         do {
             // Rows hold the signedPayload (rows written before migration-time 011 hold the
             // whole request body, `{"signedPayload": ...}`).
             if quarantined.payload.first == UInt8(ascii: "{") {
-                delivery = try AppleWebhook.decode(body: quarantined.payload, verifier: verifier, catalog: catalog,
-                                                   idPattern: idPattern, now: now)
+                delivery = try AppleWebhook.decode(
+                    body: quarantined.payload, verifier: verifier, catalog: catalog,
+                    idPattern: idPattern, now: now)
             } else {
-                delivery = try AppleDelivery.notification(signedPayload: String(decoding: quarantined.payload, as: UTF8.self),
-                                                          verifier: verifier, catalog: catalog, idPattern: idPattern, now: now)
+                delivery = try AppleDelivery.notification(
+                    signedPayload: String(decoding: quarantined.payload, as: UTF8.self),
+                    verifier: verifier, catalog: catalog, idPattern: idPattern, now: now)
             }
         } catch {
             return QuarantineReplay(.stillFailing(reason: (error as? AppleVerificationError)?.reason.rawValue ?? "malformed"))
@@ -81,7 +94,8 @@ enum AppleQuarantineReplay {
         if !pending.outcome.duplicate, let eventId = pending.outcome.eventId {
             return QuarantineReplay(.applied(eventId: eventId), ingestion: pending)
         }
-        let existing = try db.queryOne("""
+        let existing = try db.queryOne(
+            """
             SELECT id FROM billing_events WHERE provider = \(delivery.event.provider.rawValue)
               AND provider_event_id = \(delivery.event.providerEventId)
             """)?.uint64("id")

@@ -49,15 +49,19 @@ struct AppleSignedDataVerifier: Sendable {
             }
             roots.append(der)
         }
-        return AppleSignedDataVerifier(rootCertificates: roots, bundleId: bundleId, appAppleId: apple.appAppleId,
-                                       environments: apple.environments)
+        return AppleSignedDataVerifier(
+            rootCertificates: roots, bundleId: bundleId, appAppleId: apple.appAppleId,
+            environments: apple.environments)
     }
 
     /// DER bytes of a DER or PEM certificate file.
     static func certificateDER(fileBytes: [UInt8]) -> [UInt8]? {
         if let cert = X509Certificate(der: fileBytes) { return cert.der() }
         let pem: OpaquePointer? = withMemoryBIO(fileBytes) { PEM_read_bio_X509($0, nil, nil, nil) }
-        guard let pem else { _ = drainOpenSSLErrors(); return nil }
+        guard let pem else {
+            _ = drainOpenSSLErrors()
+            return nil
+        }
         return X509Certificate(owning: pem).der()
     }
 
@@ -177,7 +181,8 @@ struct AppleSignedDataVerifier: Sendable {
         var certificates: [X509Certificate] = []
         for entry in x5c {
             guard let text = entry.stringValue, text.utf8.count % 4 == 0, let der = try? Base64.decode(text),
-                  let cert = X509Certificate(der: der) else {
+                let cert = X509Certificate(der: der)
+            else {
                 throw AppleVerificationError(.invalidCertificate, "x5c entry is not base64 DER")
             }
             certificates.append(cert)
@@ -194,7 +199,8 @@ struct AppleSignedDataVerifier: Sendable {
         guard key.kind == .ec(curve: "prime256v1") else { throw AppleVerificationError(.unexpectedKey) }
         // JOSE signs raw r‖s; OpenSSL verifies the DER ECDSA-Sig-Value.
         guard let der = try? ECDSASignature.derFromRaw(parsed.signature),
-              key.verifySHA256(signature: der, message: parsed.signingInput) else {
+            key.verifySHA256(signature: der, message: parsed.signingInput)
+        else {
             throw AppleVerificationError(.badSignature)
         }
         return parsed.payload
@@ -231,8 +237,9 @@ struct AppleSignedDataVerifier: Sendable {
                     throw AppleVerificationError(.untrustedChain, detail)
                 }
                 guard let chain = X509_STORE_CTX_get0_chain(ctx), copenssl_sk_X509_num(chain) >= 2,
-                      let verifiedLeaf = copenssl_sk_X509_value(chain, 0),
-                      let verifiedIntermediate = copenssl_sk_X509_value(chain, 1) else {
+                    let verifiedLeaf = copenssl_sk_X509_value(chain, 0),
+                    let verifiedIntermediate = copenssl_sk_X509_value(chain, 1)
+                else {
                     throw AppleVerificationError(.untrustedChain, "verified chain too short")
                 }
                 guard Self.hasExtension(verifiedLeaf, oid: Self.leafOID) else {
@@ -251,7 +258,10 @@ struct AppleSignedDataVerifier: Sendable {
     }
 
     private static func hasExtension(_ cert: OpaquePointer, oid: String) -> Bool {
-        guard let object = OBJ_txt2obj(oid, 1) else { _ = drainOpenSSLErrors(); return false }
+        guard let object = OBJ_txt2obj(oid, 1) else {
+            _ = drainOpenSSLErrors()
+            return false
+        }
         defer { ASN1_OBJECT_free(object) }
         return X509_get_ext_by_OBJ(cert, object, -1) >= 0
     }

@@ -33,23 +33,26 @@ enum AppleTransactionRoute {
 
         let delivery: AppleDelivery
         do {
-            delivery = try AppleDelivery.postedTransaction(jws, verifier: verifier, catalog: context.catalog.products,
-                                                           idPattern: context.idPattern, now: now)
+            delivery = try AppleDelivery.postedTransaction(
+                jws, verifier: verifier, catalog: context.catalog.products,
+                idPattern: context.idPattern, now: now)
         } catch let error as AppleVerificationError {
             context.logger.warning("transaction refused", ["apple.reason": .string(error.reason.rawValue)])
             throw APIError.unprocessable("the signed transaction was refused: \(error.reason.rawValue)", code: error.reason.rawValue)
         }
         guard let transaction = delivery.transaction else { throw APIError.unprocessable("no transaction", code: "malformed_jws") }
         if let token = transaction.appAccountToken, token != userId.lowercased() {
-            throw APIError(.forbidden, code: "app_account_token_mismatch",
-                           message: "the transaction's appAccountToken names another account")
+            throw APIError(
+                .forbidden, code: "app_account_token_mismatch",
+                message: "the transaction's appAccountToken names another account")
         }
 
         try UserDirectory.ensureKnown(userId, source: .token, createdAt: now, now: now, on: db)
         let decision = try ErasedUsers.whileLive(userId, on: db) {
-            try AppleBinding.bind(subscriptionId: transaction.originalTransactionId, userId: userId, restore: restore,
-                                  policy: policy, transactionId: transaction.transactionId,
-                                  environment: transaction.environment, now: now, on: db)
+            try AppleBinding.bind(
+                subscriptionId: transaction.originalTransactionId, userId: userId, restore: restore,
+                policy: policy, transactionId: transaction.transactionId,
+                environment: transaction.environment, now: now, on: db)
         }
         if case .denied = decision {
             context.logger.info("binding denied", ["binding.policy": .string(policy.rawValue), "binding.restore": .bool(restore)])
@@ -57,8 +60,11 @@ enum AppleTransactionRoute {
         }
         let outcome = try AppleIngestion.ingest(delivery, policy: policy, now: now, on: db)
         // The same snapshot as GET /billing/access (plan, capabilities, balances, enforcement).
-        guard let snapshot = try AccessRoute.loadWithQuota(userId: userId, now: now, cadence: context.catalog.cadence(of:),
-                                                           context: context, on: db) else {
+        guard
+            let snapshot = try AccessRoute.loadWithQuota(
+                userId: userId, now: now, cadence: context.catalog.cadence(of:),
+                context: context, on: db)
+        else {
             throw APIError.unavailable()
         }
         var json = snapshot.json

@@ -31,13 +31,15 @@ enum AppleWebhook {
         }
         let delivery: AppleDelivery
         do {
-            delivery = try AppleDelivery.notification(signedPayload: signedPayload, verifier: verifier, catalog: context.catalog.products,
-                                                      idPattern: context.idPattern, now: now)
+            delivery = try AppleDelivery.notification(
+                signedPayload: signedPayload, verifier: verifier, catalog: context.catalog.products,
+                idPattern: context.idPattern, now: now)
         } catch let error as AppleVerificationError where error.isSettingMismatch && error.notificationType != "TEST" {
             // Signed by Apple, refused by one of our settings: kept for a re-run once it is
             // fixed (a TEST notification has nothing to re-run: refused, not stored).
-            let quarantined = try AppleQuarantine.record(provider: .appleNotification, signedPayload: signedPayload,
-                                                         error: error, now: now, on: db)
+            let quarantined = try AppleQuarantine.record(
+                provider: .appleNotification, signedPayload: signedPayload,
+                error: error, now: now, on: db)
             throw refused(error, quarantined: quarantined, context)
         } catch {
             // Does not verify (or verified data that can never apply): refused, never stored.
@@ -47,20 +49,25 @@ enum AppleWebhook {
         let result = EventIngestion.metricsOutcome(outcome)
         context.metrics.webhook(.apple, result)
         context.outcome = result.rawValue
-        context.logger.info("webhook ingested", [
-            "webhook.provider": "apple", "event.type": .string(delivery.event.rawType),
-            "event.outcome": .string(outcome.duplicate ? "duplicate" : outcome.status?.rawValue ?? "unknown"),
-            "event.id": outcome.eventId.map { .int(Int64($0)) } ?? .null,
-        ])
+        context.logger.info(
+            "webhook ingested",
+            [
+                "webhook.provider": "apple", "event.type": .string(delivery.event.rawType),
+                "event.outcome": .string(outcome.duplicate ? "duplicate" : outcome.status?.rawValue ?? "unknown"),
+                "event.id": outcome.eventId.map { .int(Int64($0)) } ?? .null,
+            ])
         return .json(.ok, outcome.json)
     }
 
     /// Body → verified delivery. Throws `AppleVerificationError`, `PayloadError`, `JSONError`
     /// (413 for a signed payload over the App Store bound).
-    static func decode(body: [UInt8], verifier: AppleSignedDataVerifier, catalog: AppleDelivery.Catalog,
-                              idPattern: UserIdPattern, now: Timestamp) throws -> AppleDelivery {
-        try AppleDelivery.notification(signedPayload: try signedPayload(body: body), verifier: verifier, catalog: catalog,
-                                       idPattern: idPattern, now: now)
+    static func decode(
+        body: [UInt8], verifier: AppleSignedDataVerifier, catalog: AppleDelivery.Catalog,
+        idPattern: UserIdPattern, now: Timestamp
+    ) throws -> AppleDelivery {
+        try AppleDelivery.notification(
+            signedPayload: try signedPayload(body: body), verifier: verifier, catalog: catalog,
+            idPattern: idPattern, now: now)
     }
 
     /// The `signedPayload` of a body shaped like a notification: a JSON object whose
@@ -85,8 +92,12 @@ enum AppleWebhook {
     /// error, else the error itself (400, 413).
     private static func refused(_ error: any Error, quarantined: UInt64?, _ context: some AppStoreRouteContext) -> any Error {
         let reason = verificationError(error).reason
-        context.logger.warning("webhook refused", ["webhook.provider": "apple", "webhook.reason": .string(reason.rawValue),
-                                                   "quarantine.id": quarantined.map { .int(Int64($0)) } ?? .null])
+        context.logger.warning(
+            "webhook refused",
+            [
+                "webhook.provider": "apple", "webhook.reason": .string(reason.rawValue),
+                "quarantine.id": quarantined.map { .int(Int64($0)) } ?? .null,
+            ])
         context.metrics.webhook(.apple, quarantined == nil ? .rejected : .quarantined)
         context.outcome = quarantined == nil ? "rejected" : "quarantined"
         if let error = error as? AppleVerificationError, error.reason == .notANotification {

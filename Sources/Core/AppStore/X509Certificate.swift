@@ -14,7 +14,10 @@ final class X509Certificate {
             guard let cert = d2i_X509(nil, &cursor, buffer.count) else { return nil }
             return cert
         }
-        guard let parsed else { _ = drainOpenSSLErrors(); return nil }
+        guard let parsed else {
+            _ = drainOpenSSLErrors()
+            return nil
+        }
         self.init(owning: parsed)
     }
 

@@ -1,9 +1,12 @@
 /// `audit_log`: every admin mutation leaves one row (or one per user it touched), written in
 /// the same transaction as the change itself, so an audited change is a committed one.
 enum AuditLog {
-    static func write(actor: String, action: String, targetUserId: String? = nil, campaign: String? = nil,
-                             detail: JSON, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) {
-        try db.execute("""
+    static func write(
+        actor: String, action: String, targetUserId: String? = nil, campaign: String? = nil,
+        detail: JSON, now: Timestamp, on db: DatabaseConnection
+    ) throws(DatabaseError) {
+        try db.execute(
+            """
             INSERT INTO audit_log (actor, action, target_user_id, campaign, detail, created_at)
             VALUES (\(actor), \(action), \(targetUserId), \(campaign), \(detail), \(now))
             """)

@@ -20,7 +20,9 @@ struct CompactJWS: Sendable {
         let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw Error(reason: "expected three dot-separated segments") }
         guard !parts[0].isEmpty, !parts[1].isEmpty, !parts[2].isEmpty else { throw Error(reason: "empty segment") }
-        let headerBytes: [UInt8], payloadBytes: [UInt8], signature: [UInt8]
+        let headerBytes: [UInt8]
+        let payloadBytes: [UInt8]
+        let signature: [UInt8]
         do {
             headerBytes = try Base64URL.decode(parts[0])
             payloadBytes = try Base64URL.decode(parts[1])
@@ -35,8 +37,9 @@ struct CompactJWS: Sendable {
         guard let payload = try? JSON.parse(payloadBytes, limits: limits), payload.objectValue != nil else {
             throw Error(reason: "payload is not a JSON object")
         }
-        return CompactJWS(header: header, payload: payload, signature: signature,
-                          signingInput: Array(bytes[0..<(parts[0].count + 1 + parts[1].count)]))
+        return CompactJWS(
+            header: header, payload: payload, signature: signature,
+            signingInput: Array(bytes[0..<(parts[0].count + 1 + parts[1].count)]))
     }
 
     /// `alg` of the header, if it is a string.

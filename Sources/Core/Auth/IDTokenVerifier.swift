@@ -61,8 +61,9 @@ struct IDTokenVerifier: Sendable {
 
     /// `cachedTokens`: verified tokens remembered per generation (0: verify every time).
     init(keys: TokenKeySet, issuer: String, audience: String, leewaySeconds: Int, cachedTokens: Int = 0) {
-        self.init(keyStore: TokenKeyStore(keys: keys), issuer: issuer, audience: audience, leewaySeconds: leewaySeconds,
-                  cachedTokens: cachedTokens)
+        self.init(
+            keyStore: TokenKeyStore(keys: keys), issuer: issuer, audience: audience, leewaySeconds: leewaySeconds,
+            cachedTokens: cachedTokens)
     }
 
     init(keyStore: TokenKeyStore, issuer: String, audience: String, leewaySeconds: Int, cachedTokens: Int = 0) {

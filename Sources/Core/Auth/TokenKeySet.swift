@@ -29,7 +29,10 @@ struct TokenKeySet: Sendable {
         if let jwks = object["keys"] {
             guard let list = jwks.arrayValue else { throw ConfigurationError("keys: expected an array of JWKs") }
             for (index, jwk) in list.enumerated() {
-                guard let kid = jwk["kid"]?.stringValue, !kid.isEmpty else { problems.append("keys[\(index)]: kid missing"); continue }
+                guard let kid = jwk["kid"]?.stringValue, !kid.isEmpty else {
+                    problems.append("keys[\(index)]: kid missing")
+                    continue
+                }
                 do {
                     keys[kid] = try key(fromJWK: jwk)
                 } catch {
@@ -38,7 +41,10 @@ struct TokenKeySet: Sendable {
             }
         } else {
             for (kid, value) in object {
-                guard let pem = value.stringValue else { problems.append("\(kid): expected a PEM string"); continue }
+                guard let pem = value.stringValue else {
+                    problems.append("\(kid): expected a PEM string")
+                    continue
+                }
                 do { keys[kid] = try PublicKey(pem: pem) } catch { problems.append("\(kid): unreadable PEM") }
             }
         }

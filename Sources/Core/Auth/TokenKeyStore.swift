@@ -41,9 +41,12 @@ final class TokenKeyStore: Sendable {
 
         init(_ auth: BillingConfiguration.Auth, url: String) {
             let timeout = auth.keysTimeoutSeconds * 1000
-            self.init(url: url, client: CurlHTTPClient(timeoutMilliseconds: timeout, connectTimeoutMilliseconds: min(timeout, 3000),
-                                                       caFile: auth.caFile),
-                      defaultMaxAgeSeconds: auth.keysDefaultMaxAgeSeconds, minRefreshSeconds: auth.keysMinRefreshSeconds)
+            self.init(
+                url: url,
+                client: CurlHTTPClient(
+                    timeoutMilliseconds: timeout, connectTimeoutMilliseconds: min(timeout, 3000),
+                    caFile: auth.caFile),
+                defaultMaxAgeSeconds: auth.keysDefaultMaxAgeSeconds, minRefreshSeconds: auth.keysMinRefreshSeconds)
         }
     }
 
@@ -135,7 +138,8 @@ final class TokenKeyStore: Sendable {
     func key(for kid: String, nowMilliseconds: Int64 = monotonicMilliseconds()) -> PublicKey? {
         if let key = state.withLock({ $0.keys.keys[kid] }) { return key }
         if let issuer, fetchIfAllowed(nowMilliseconds: nowMilliseconds, minimumIntervalSeconds: issuer.minRefreshSeconds),
-           let key = state.withLock({ $0.keys.keys[kid] }) {
+            let key = state.withLock({ $0.keys.keys[kid] })
+        {
             return key
         }
         return reloadIfChanged(nowMilliseconds: nowMilliseconds) ? state.withLock { $0.keys.keys[kid] } : nil
@@ -268,9 +272,12 @@ final class TokenKeyStore: Sendable {
                 s.nextFetchMilliseconds = nowMilliseconds + Int64(backoff) * 1000
                 return s.consecutiveFailures
             }
-            logger?.warning("token keys not fetched; the keys in force stay",
-                            ["auth.keysUrl": .string(issuer.url), "error.message": .string(error.description),
-                             "auth.consecutiveFailures": .int(Int64(failures))])
+            logger?.warning(
+                "token keys not fetched; the keys in force stay",
+                [
+                    "auth.keysUrl": .string(issuer.url), "error.message": .string(error.description),
+                    "auth.consecutiveFailures": .int(Int64(failures)),
+                ])
             throw error
         }
         let (keys, digest, maxAge) = downloaded
@@ -292,8 +299,12 @@ final class TokenKeyStore: Sendable {
             return (true, keys.keys.keys.sorted())
         }
         if changed {
-            logger?.info("token keys fetched", ["auth.keysUrl": .string(issuer.url), "auth.kids": .string(kids.joined(separator: ",")),
-                                                "auth.maxAgeSeconds": .int(Int64(maxAge))])
+            logger?.info(
+                "token keys fetched",
+                [
+                    "auth.keysUrl": .string(issuer.url), "auth.kids": .string(kids.joined(separator: ",")),
+                    "auth.maxAgeSeconds": .int(Int64(maxAge)),
+                ])
         }
         return changed
     }
@@ -318,9 +329,10 @@ final class TokenKeyStore: Sendable {
 
     var issuerStatus: IssuerStatus {
         state.withLock { s in
-            IssuerStatus(keyCount: s.keys.keys.count, loadedAt: s.loadedAt, maxAgeSeconds: s.maxAgeSeconds, fetches: s.fetches,
-                         failedFetches: s.failedFetches, consecutiveFailures: s.consecutiveFailures, lastError: s.lastError,
-                         lastErrorAt: s.lastErrorAt)
+            IssuerStatus(
+                keyCount: s.keys.keys.count, loadedAt: s.loadedAt, maxAgeSeconds: s.maxAgeSeconds, fetches: s.fetches,
+                failedFetches: s.failedFetches, consecutiveFailures: s.consecutiveFailures, lastError: s.lastError,
+                lastErrorAt: s.lastErrorAt)
         }
     }
 
@@ -329,8 +341,10 @@ final class TokenKeyStore: Sendable {
         let status = issuerStatus
         var samples = [MetricSample("billing_auth_keys", [:], Double(status.keyCount))]
         if let loadedAt = status.loadedAt {
-            samples.append(MetricSample("billing_auth_keys_age_seconds", [:],
-                                        Double(max(0, now.millisecondsSinceEpoch - loadedAt.millisecondsSinceEpoch)) / 1000))
+            samples.append(
+                MetricSample(
+                    "billing_auth_keys_age_seconds", [:],
+                    Double(max(0, now.millisecondsSinceEpoch - loadedAt.millisecondsSinceEpoch)) / 1000))
         }
         if issuer != nil {
             samples.append(MetricSample("billing_auth_keys_fetches_total", ["outcome": "ok"], Double(status.fetches - status.failedFetches)))
@@ -355,7 +369,8 @@ final class TokenKeyStore: Sendable {
     private static func stamp(_ path: String) -> Stamp? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
-        return Stamp(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
-                     modifiedSeconds: info.st_mtim.tv_sec, modifiedNanoseconds: info.st_mtim.tv_nsec)
+        return Stamp(
+            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
+            modifiedSeconds: info.st_mtim.tv_sec, modifiedNanoseconds: info.st_mtim.tv_nsec)
     }
 }

@@ -113,7 +113,8 @@ extension BillingConfiguration {
                     var parsed: [(match: String, tier: Tier)] = []
                     for (index, rule) in rules.enumerated() {
                         if let match = rule["match"]?.stringValue, !match.isEmpty,
-                           let tier = rule["tier"]?.stringValue.flatMap(Tier.init(rawValue:)), tier != .free {
+                            let tier = rule["tier"]?.stringValue.flatMap(Tier.init(rawValue:)), tier != .free
+                        {
                             parsed.append((match.lowercased(), tier))
                         } else {
                             r.problem("entitlementTiers[\(index)]", "expected {\"match\": string, \"tier\": \"plus\"|\"pro\"}")
@@ -178,7 +179,10 @@ extension BillingConfiguration {
                             products[productId] = Product(tier: tier, cadence: cadence, duration: duration)
                         }
                     } else {
-                        reader.problem(path, "expected {\"tier\": \"plus\"|\"pro\", \"cadence\": \(Cadence.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: "|"))} (\"duration\" with non_renewing; no tier needed for a consumable)")
+                        reader.problem(
+                            path,
+                            "expected {\"tier\": \"plus\"|\"pro\", \"cadence\": \(Cadence.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: "|"))} (\"duration\" with non_renewing; no tier needed for a consumable)"
+                        )
                     }
                 }
             } else {
@@ -306,9 +310,15 @@ struct ConfigReader {
     /// (`PRIVATE KEY` matches `EC PRIVATE KEY` and `RSA PRIVATE KEY` too; an encrypted key is
     /// refused: nothing here could give its passphrase).
     private mutating func pemFile(_ name: String, _ path: String, holding label: String) {
-        guard !path.isEmpty else { problem(name, "expected a file path"); return }
+        guard !path.isEmpty else {
+            problem(name, "expected a file path")
+            return
+        }
         let text: String
-        do { text = try FileIO.readString(path) } catch { problem(name, "\(error)"); return }
+        do { text = try FileIO.readString(path) } catch {
+            problem(name, "\(error)")
+            return
+        }
         let begins = text.split(whereSeparator: \.isNewline).filter { $0.hasPrefix("-----BEGIN ") && $0.hasSuffix("-----") }
         if begins.contains(where: { $0.contains("ENCRYPTED") }) || text.contains("Proc-Type: 4,ENCRYPTED") {
             problem(name, "\(path): an encrypted private key is not supported; give the key without a passphrase (mode 0600)")
@@ -324,7 +334,11 @@ struct ConfigReader {
 
     mutating func optionalString(_ name: String, into target: inout String?) {
         guard let value = take(name) else { return }
-        if value.isNull { target = nil } else if let s = value.stringValue { target = s } else {
+        if value.isNull {
+            target = nil
+        } else if let s = value.stringValue {
+            target = s
+        } else {
             problem(name, "expected a string or null, got \(value.typeName)")
         }
     }
@@ -340,7 +354,9 @@ struct ConfigReader {
 
     mutating func int(_ name: String, into target: inout Int, range: ClosedRange<Int>) {
         guard let value = take(name) else { return }
-        if let v = value.intValue, range.contains(v) { target = v } else {
+        if let v = value.intValue, range.contains(v) {
+            target = v
+        } else {
             problem(name, "expected an integer in \(range.lowerBound)...\(range.upperBound)")
         }
     }
@@ -357,7 +373,10 @@ struct ConfigReader {
     /// User names or numeric uids (strings or non-negative integers).
     mutating func userList(_ name: String, into target: inout [String]) {
         guard let value = take(name) else { return }
-        guard let array = value.arrayValue else { problem(name, "expected an array of user names or uids"); return }
+        guard let array = value.arrayValue else {
+            problem(name, "expected an array of user names or uids")
+            return
+        }
         var users: [String] = []
         for (index, item) in array.enumerated() {
             if let text = item.stringValue, !text.isEmpty {
@@ -373,7 +392,9 @@ struct ConfigReader {
 
     mutating func enumeration<E: RawRepresentable & CaseIterable>(_ name: String, into target: inout E) where E.RawValue == String {
         guard let value = take(name) else { return }
-        if let v = value.stringValue.flatMap(E.init(rawValue:)) { target = v } else {
+        if let v = value.stringValue.flatMap(E.init(rawValue:)) {
+            target = v
+        } else {
             problem(name, "expected one of \(E.allCases.map(\.rawValue).joined(separator: ", "))")
         }
     }
@@ -397,7 +418,11 @@ struct ConfigReader {
         } else if let file, !file.isNull {
             problem(name + "File", "expected a file path")
         } else if let direct {
-            if direct.isNull { target = nil } else if let s = direct.stringValue { target = s } else {
+            if direct.isNull {
+                target = nil
+            } else if let s = direct.stringValue {
+                target = s
+            } else {
                 problem(name, "expected a string")
             }
         }
@@ -415,4 +440,3 @@ struct ConfigReader {
         }
     }
 }
-

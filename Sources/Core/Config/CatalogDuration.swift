@@ -16,10 +16,12 @@ struct CatalogDuration: Sendable, Equatable, CustomStringConvertible {
     init?(_ text: String) {
         let bytes = Array(text.utf8)
         guard bytes.count >= 3, bytes.count <= 32, bytes[0] == UInt8(ascii: "P") else { return nil }
-        var index = 1, order = 0
+        var index = 1
+        var order = 0
         var weeks = 0
         while index < bytes.count {
-            var value = 0, digits = 0
+            var value = 0
+            var digits = 0
             while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57 {
                 value = value * 10 + Int(bytes[index] - 48)
                 digits += 1

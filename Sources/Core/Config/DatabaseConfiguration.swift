@@ -36,10 +36,12 @@ struct DatabaseConfiguration: Sendable, Equatable {
         }
     }
 
-    init(host: String = "127.0.0.1", port: Int = 3306, socket: String? = nil, user: String = "billing",
-                password: String = "", name: String = "billing", connectTimeoutSeconds: Int = 2,
-                readTimeoutSeconds: Int = 10, writeTimeoutSeconds: Int = 10, lockWaitTimeoutSeconds: Int = 5,
-                tls: TLS? = nil) {
+    init(
+        host: String = "127.0.0.1", port: Int = 3306, socket: String? = nil, user: String = "billing",
+        password: String = "", name: String = "billing", connectTimeoutSeconds: Int = 2,
+        readTimeoutSeconds: Int = 10, writeTimeoutSeconds: Int = 10, lockWaitTimeoutSeconds: Int = 5,
+        tls: TLS? = nil
+    ) {
         self.host = host
         self.port = port
         self.socket = socket

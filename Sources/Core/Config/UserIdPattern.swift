@@ -39,7 +39,8 @@ final class UserIdPattern: @unchecked Sendable {
     /// drop, and `"<id> "` never names `<id>`'s rows.
     static func isWellFormed(_ id: String) -> Bool {
         guard !id.isEmpty, id.utf8.count <= 128, let first = id.unicodeScalars.first, let last = id.unicodeScalars.last,
-              !first.properties.isWhitespace, !last.properties.isWhitespace else { return false }
+            !first.properties.isWhitespace, !last.properties.isWhitespace
+        else { return false }
         return !id.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 

@@ -41,8 +41,10 @@ final class ContractVersions<Contract: VersionedContract>: Sendable {
         if let cached = cache.withLock({ $0 }), now - cached.loadedAt < ttlMilliseconds { return cached.versions }
         var versions: [PublishedContract<Contract>] = []
         for row in try db.query("SELECT version, contract, published_at FROM \(unsafeRaw: Self.table) ORDER BY version") {
-            versions.append(PublishedContract(version: try row.int("version"), contract: try Contract(json: try row.json("contract")),
-                                              publishedAt: try row.timestamp("published_at")))
+            versions.append(
+                PublishedContract(
+                    version: try row.int("version"), contract: try Contract(json: try row.json("contract")),
+                    publishedAt: try row.timestamp("published_at")))
         }
         guard !versions.isEmpty else { throw DatabaseError.misuse("\(Self.table) is empty: its migration is not applied") }
         cache.withLock { $0 = Cache(loadedAt: now, versions: versions) }
@@ -59,16 +61,20 @@ final class ContractVersions<Contract: VersionedContract>: Sendable {
 
     /// Inserts the next version, effective at `effectiveAt`, and its audit row, in one
     /// transaction; returns its number.
-    func publish(_ contract: Contract, effectiveAt: Timestamp, actor: String, now: Timestamp,
-                 on db: DatabaseConnection) throws -> Int {
+    func publish(
+        _ contract: Contract, effectiveAt: Timestamp, actor: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> Int {
         let version = try db.transaction(retries: 3) { db -> Int in
             let next = (try db.queryOne("SELECT COALESCE(MAX(version), 0) + 1 AS next FROM \(unsafeRaw: Self.table) FOR UPDATE")?.int("next")) ?? 1
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO \(unsafeRaw: Self.table) (version, contract, published_at, published_by)
                 VALUES (\(next), \(contract.json), \(effectiveAt), \(actor))
                 """)
-            try AuditLog.write(actor: actor, action: Contract.publishAction,
-                               detail: ["version": .int(Int64(next)), "effectiveAt": .string(effectiveAt.iso8601)], now: now, on: db)
+            try AuditLog.write(
+                actor: actor, action: Contract.publishAction,
+                detail: ["version": .int(Int64(next)), "effectiveAt": .string(effectiveAt.iso8601)], now: now, on: db)
             return next
         }
         invalidate()
@@ -83,23 +89,32 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
     mutating func registerVersionedContractMethods<Contract: VersionedContract>(
         _ name: String, what: String, versions: @escaping @Sendable (Context) -> ContractVersions<Contract>
     ) {
-        register("\(name).list", summary: "Every published \(what), oldest first, and the version in force now",
-                 params: "none") { request, context in
+        register(
+            "\(name).list", summary: "Every published \(what), oldest first, and the version in force now",
+            params: "none"
+        ) { request, context in
             try request.params.expectOnly()
             let db = try context.requireDatabase()
             let catalog = versions(context)
             catalog.invalidate()
             let all = try catalog.versions(on: db)
             let now = context.clock.now()
-            return ["current": .int(Int64(ContractVersions<Contract>.version(in: all, at: now).version)),
-                    "versions": .array(all.map { published in
-                        ["version": .int(Int64(published.version)), "publishedAt": .string(published.publishedAt.iso8601),
-                         "contract": published.contract.json]
-                    })]
+            return [
+                "current": .int(Int64(ContractVersions<Contract>.version(in: all, at: now).version)),
+                "versions": .array(
+                    all.map { published in
+                        [
+                            "version": .int(Int64(published.version)), "publishedAt": .string(published.publishedAt.iso8601),
+                            "contract": published.contract.json,
+                        ]
+                    }),
+            ]
         }
-        register("\(name).publish",
-                 summary: "Publish a new immutable \(what) (validated), in force from effectiveAt; audited",
-                 params: "{contract: object, actor: string, effectiveAt?: ISO-8601 (default now, never in the past)}") { request, context in
+        register(
+            "\(name).publish",
+            summary: "Publish a new immutable \(what) (validated), in force from effectiveAt; audited",
+            params: "{contract: object, actor: string, effectiveAt?: ISO-8601 (default now, never in the past)}"
+        ) { request, context in
             try request.params.expectOnly("contract", "actor", "effectiveAt")
             let actor = try request.params.requireString("actor", maxLength: 128)
             let requestedEffectiveAt = try request.params.optionalTimestamp("effectiveAt")
@@ -109,16 +124,18 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
                 contract = try Contract(json: contractJSON)
             } catch {
                 let problems = (error as? any ContractProblems)?.problems ?? ["\(error)"]
-                throw RPCError(code: RPCError.Code.invalidParams, message: "Invalid params",
-                               data: ["field": "contract", "problems": .array(problems.map(JSON.string))])
+                throw RPCError(
+                    code: RPCError.Code.invalidParams, message: "Invalid params",
+                    data: ["field": "contract", "problems": .array(problems.map(JSON.string))])
             }
             let now = context.clock.now()
             let effectiveAt = requestedEffectiveAt ?? now
             guard effectiveAt >= now.adding(seconds: -1) else {
                 throw RPCError.invalidParams("effectiveAt must not be in the past: what is in force stays as it was")
             }
-            let version = try versions(context).publish(contract, effectiveAt: effectiveAt, actor: actor, now: now,
-                                                        on: try context.requireDatabase())
+            let version = try versions(context).publish(
+                contract, effectiveAt: effectiveAt, actor: actor, now: now,
+                on: try context.requireDatabase())
             return ["version": .int(Int64(version)), "effectiveAt": .string(effectiveAt.iso8601)]
         }
     }

@@ -27,8 +27,11 @@ enum Base64URL {
         var out = Array(Base64Codec.encode(bytes).utf8)
         while out.last == UInt8(ascii: "=") { out.removeLast() }
         for index in out.indices {
-            if out[index] == UInt8(ascii: "+") { out[index] = UInt8(ascii: "-") }
-            else if out[index] == UInt8(ascii: "/") { out[index] = UInt8(ascii: "_") }
+            if out[index] == UInt8(ascii: "+") {
+                out[index] = UInt8(ascii: "-")
+            } else if out[index] == UInt8(ascii: "/") {
+                out[index] = UInt8(ascii: "_")
+            }
         }
         return String(decoding: out, as: UTF8.self)
     }
@@ -94,7 +97,7 @@ enum Base64Codec {
             let c = chars[index]
             switch c {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"):
+                UInt8(ascii: "0")...UInt8(ascii: "9"):
                 continue
             case UInt8(ascii: "-") where urlSafe: chars[index] = UInt8(ascii: "+")
             case UInt8(ascii: "_") where urlSafe: chars[index] = UInt8(ascii: "/")

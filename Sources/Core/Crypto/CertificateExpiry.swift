@@ -25,7 +25,8 @@ enum CertificateExpiry {
     /// OpenSSL's own difference between now and `notAfter` (no calendar arithmetic here).
     private static func notAfter(_ cert: OpaquePointer) -> Timestamp? {
         guard let time = X509_get0_notAfter(cert) else { return nil }
-        var days: Int32 = 0, seconds: Int32 = 0
+        var days: Int32 = 0
+        var seconds: Int32 = 0
         let now = time_t(Glibc.time(nil))
         guard ASN1_TIME_diff(&days, &seconds, nil, time) == 1 else { return nil }
         return Timestamp(secondsSinceEpoch: Int64(now) + Int64(days) * 86_400 + Int64(seconds))

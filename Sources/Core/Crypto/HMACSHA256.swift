@@ -13,10 +13,11 @@ enum HMACSHA256 {
                 out.withUnsafeMutableBufferPointer { outBuffer in
                     // A zero-length key must still be a valid pointer for EVP_Q_mac.
                     withUnsafeBytes(of: UInt8(0)) { empty in
-                        EVP_Q_mac(nil, "HMAC", nil, "SHA256", nil,
-                                  keyBuffer.baseAddress.map(UnsafeRawPointer.init) ?? empty.baseAddress, keyBuffer.count,
-                                  messageBuffer.baseAddress ?? empty.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                                  messageBuffer.count, outBuffer.baseAddress, outBuffer.count, &outLength)
+                        EVP_Q_mac(
+                            nil, "HMAC", nil, "SHA256", nil,
+                            keyBuffer.baseAddress.map(UnsafeRawPointer.init) ?? empty.baseAddress, keyBuffer.count,
+                            messageBuffer.baseAddress ?? empty.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                            messageBuffer.count, outBuffer.baseAddress, outBuffer.count, &outLength)
                     }
                 }
             }

@@ -84,7 +84,8 @@ enum ECDSASignature {
         let r = BN_bin2bn(raw, Int32(width), nil)
         let s = raw.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress! + width, Int32(width), nil) }
         guard let r, let s, ECDSA_SIG_set0(sig, r, s) == 1 else {  // set0 takes ownership on success
-            BN_free(r); BN_free(s)
+            BN_free(r)
+            BN_free(s)
             throw .openSSL("ECDSA_SIG_set0")
         }
         var out: UnsafeMutablePointer<UInt8>?
@@ -104,7 +105,8 @@ enum ECDSASignature {
         defer { ECDSA_SIG_free(sig) }
         var out = [UInt8](repeating: 0, count: 2 * width)
         guard let r = ECDSA_SIG_get0_r(sig), let s = ECDSA_SIG_get0_s(sig),
-              BN_bn2binpad(r, &out, Int32(width)) == Int32(width) else { throw .openSSL("BN_bn2binpad") }
+            BN_bn2binpad(r, &out, Int32(width)) == Int32(width)
+        else { throw .openSSL("BN_bn2binpad") }
         let ok = out.withUnsafeMutableBufferPointer { BN_bn2binpad(s, $0.baseAddress! + width, Int32(width)) == Int32(width) }
         guard ok else { throw .openSSL("BN_bn2binpad") }
         return out

@@ -68,7 +68,10 @@ final class PublicKey: @unchecked Sendable {
         // OSSL_PARAM_BLD_to_param, which `fromData` calls after this closure returns.
         let bn = BN_bin2bn(n, Int32(n.count), nil)
         let be = BN_bin2bn(e, Int32(e.count), nil)
-        defer { BN_free(bn); BN_free(be) }
+        defer {
+            BN_free(bn)
+            BN_free(be)
+        }
         let key = try PublicKey.fromData(type: "RSA") { builder in
             bn != nil && be != nil
                 && OSSL_PARAM_BLD_push_BN(builder, staticCString("n"), bn) == 1
@@ -87,10 +90,11 @@ final class PublicKey: @unchecked Sendable {
         point.withUnsafeBufferPointer { pointBuffer in
             curve.withCString { curveName in
                 do throws(CryptoError) {
-                    built = .success(try PublicKey.fromData(type: "EC") { builder in
-                        OSSL_PARAM_BLD_push_utf8_string(builder, staticCString("group"), curveName, 0) == 1
-                            && OSSL_PARAM_BLD_push_octet_string(builder, staticCString("pub"), pointBuffer.baseAddress, pointBuffer.count) == 1
-                    })
+                    built = .success(
+                        try PublicKey.fromData(type: "EC") { builder in
+                            OSSL_PARAM_BLD_push_utf8_string(builder, staticCString("group"), curveName, 0) == 1
+                                && OSSL_PARAM_BLD_push_octet_string(builder, staticCString("pub"), pointBuffer.baseAddress, pointBuffer.count) == 1
+                        })
                 } catch {
                     built = .failure(error)
                 }
@@ -109,7 +113,8 @@ final class PublicKey: @unchecked Sendable {
         defer { EVP_PKEY_CTX_free(ctx) }
         var key: OpaquePointer?
         guard EVP_PKEY_fromdata_init(ctx) == 1,
-              EVP_PKEY_fromdata(ctx, &key, copenssl_selection_public_key(), params) == 1, let key else {
+            EVP_PKEY_fromdata(ctx, &key, copenssl_selection_public_key(), params) == 1, let key
+        else {
             throw .openSSL("EVP_PKEY_fromdata")
         }
         return key

@@ -34,8 +34,10 @@ extension DatabaseConnection {
     /// up to `retries` more times, after a short jittered backoff. `body` therefore must be
     /// re-runnable: it must not have effects outside the database (no HTTP calls, no
     /// counters) and must read what it needs inside the transaction.
-    func transaction<T>(retries: Int, isolation: IsolationLevel? = nil,
-                               _ body: (DatabaseConnection) throws -> T) throws -> T {
+    func transaction<T>(
+        retries: Int, isolation: IsolationLevel? = nil,
+        _ body: (DatabaseConnection) throws -> T
+    ) throws -> T {
         var attempt = 0
         while true {
             attempt += 1
@@ -54,8 +56,10 @@ extension DatabaseConnection {
 
     /// `begin` at `isolation`, then `body`, then COMMIT; ROLLBACK (quietly) on any error.
     /// The one place a transaction is opened and closed (read-write or read-only snapshot).
-    func inTransaction<T>(begin: SQLQuery, isolation: IsolationLevel = .repeatableRead,
-                          _ body: (DatabaseConnection) throws -> T) throws -> T {
+    func inTransaction<T>(
+        begin: SQLQuery, isolation: IsolationLevel = .repeatableRead,
+        _ body: (DatabaseConnection) throws -> T
+    ) throws -> T {
         guard transactionGeneration == nil else {
             throw DatabaseError.misuse("nested transaction")
         }

@@ -27,8 +27,10 @@ final class DatabaseConnection {
     /// e.g. the admin connection's peer for the audit trigger (`SET @billing_peer_uid = ?`).
     let sessionSetup: [SQLQuery]
 
-    init(configuration: DatabaseConfiguration, statementCacheCapacity: Int = 128, sessionSetup: [SQLQuery] = [],
-         onRetry: @escaping @Sendable (DatabaseError) -> Void = { _ in }) {
+    init(
+        configuration: DatabaseConfiguration, statementCacheCapacity: Int = 128, sessionSetup: [SQLQuery] = [],
+        onRetry: @escaping @Sendable (DatabaseError) -> Void = { _ in }
+    ) {
         self.onRetry = onRetry
         self.sessionSetup = sessionSetup
         self.configuration = configuration
@@ -94,8 +96,10 @@ final class DatabaseConnection {
     // MARK: - Internals
 
     @discardableResult
-    private func run(_ query: SQLQuery, endsTransaction: Bool = false,
-                     eachRow: ((SQLRow) throws(DatabaseError) -> Void)?) throws(DatabaseError) -> ExecuteResult {
+    private func run(
+        _ query: SQLQuery, endsTransaction: Bool = false,
+        eachRow: ((SQLRow) throws(DatabaseError) -> Void)?
+    ) throws(DatabaseError) -> ExecuteResult {
         let handle = try acquireHandle()
         do throws(DatabaseError) {
             let statement: PreparedStatement

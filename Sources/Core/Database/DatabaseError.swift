@@ -72,8 +72,10 @@ struct DatabaseError: Error, Sendable, CustomStringConvertible, CustomDebugStrin
     /// The SQL text (placeholders, never values), for `debugDescription`.
     let sql: String?
 
-    init(kind: Kind, errno: UInt32 = 0, sqlState: String = "HY000", detail: String? = nil,
-         serverMessage: String? = nil, sql: String? = nil) {
+    init(
+        kind: Kind, errno: UInt32 = 0, sqlState: String = "HY000", detail: String? = nil,
+        serverMessage: String? = nil, sql: String? = nil
+    ) {
         self.kind = kind
         self.errno = errno
         self.sqlState = sqlState
@@ -111,7 +113,7 @@ extension DatabaseError {
     static func kind(forErrno errno: UInt32) -> Kind {
         switch errno {
         case 2001, 2002, 2003, 2004, 2005, 2006, 2011, 2012, 2013, 2026, 2048, 2055,
-             1040, 1053, 1077, 1152, 1153, 1154, 1155, 1156, 1158, 1159, 1160, 1161, 1927, 1969:
+            1040, 1053, 1077, 1152, 1153, 1154, 1155, 1156, 1158, 1159, 1160, 1161, 1927, 1969:
             return .unavailable
         // Galera: "WSREP has not yet prepared node for application use" (wsrep_ready OFF: a
         // node cut off in a minority partition, or still joining). The connection is fine and
@@ -133,7 +135,7 @@ extension DatabaseError {
     var dropsConnection: Bool {
         switch errno {
         case 2001, 2002, 2003, 2004, 2005, 2006, 2011, 2012, 2013, 2026, 2048, 2055,
-             1053, 1077, 1152, 1153, 1154, 1155, 1156, 1158, 1159, 1160, 1161, 1927:
+            1053, 1077, 1152, 1153, 1154, 1155, 1156, 1158, 1159, 1160, 1161, 1927:
             return true
         default:
             return false
@@ -157,7 +159,8 @@ extension DatabaseError {
     }
 
     static func migration(_ detail: String, underlying: DatabaseError? = nil) -> DatabaseError {
-        DatabaseError(kind: .migration, errno: underlying?.errno ?? 0, sqlState: underlying?.sqlState ?? "HY000",
-                      detail: detail, serverMessage: underlying?.serverMessage, sql: underlying?.sql)
+        DatabaseError(
+            kind: .migration, errno: underlying?.errno ?? 0, sqlState: underlying?.sqlState ?? "HY000",
+            detail: detail, serverMessage: underlying?.serverMessage, sql: underlying?.sql)
     }
 }

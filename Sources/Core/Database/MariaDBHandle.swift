@@ -35,7 +35,8 @@ final class MariaDBHandle {
         var noReconnect: my_bool = 0
         // The session settings every statement of this code relies on. Integers only, no input.
         let lockWait = max(1, config.lockWaitTimeoutSeconds)
-        let initCommand = "SET SESSION time_zone = '+00:00', "
+        let initCommand =
+            "SET SESSION time_zone = '+00:00', "
             + "SESSION sql_mode = 'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ZERO_DATE,NO_ZERO_IN_DATE,NO_ENGINE_SUBSTITUTION', "
             + "SESSION innodb_lock_wait_timeout = \(lockWait)"
         mysql_options(mysql, MYSQL_OPT_CONNECT_TIMEOUT, &connectTimeout)
@@ -55,23 +56,26 @@ final class MariaDBHandle {
         let host = config.socket == nil ? config.host : "localhost"
         let database: String? = config.name.isEmpty ? nil : config.name
         let operation = config.tls == nil ? "connect" : "connect over TLS"
-        let connected = mysql_real_connect(mysql, host, config.user, config.password, database,
-                                           UInt32(clamping: config.port), config.socket, 0)
+        let connected = mysql_real_connect(
+            mysql, host, config.user, config.password, database,
+            UInt32(clamping: config.port), config.socket, 0)
         guard connected != nil else {
             let error = DatabaseError.fromConnection(mysql, operation: operation)
             mysql_close(mysql)
             // Whatever the cause (server down, access denied, unknown database, a server
             // certificate that does not verify), no connection means the caller should
             // answer "unavailable" and retry later.
-            throw DatabaseError(kind: .unavailable, errno: error.errno, sqlState: error.sqlState,
-                                detail: operation, serverMessage: error.serverMessage)
+            throw DatabaseError(
+                kind: .unavailable, errno: error.errno, sqlState: error.sqlState,
+                detail: operation, serverMessage: error.serverMessage)
         }
         // Belt and braces: the options above make Connector/C fail rather than fall back,
         // and a session that is not encrypted is refused here all the same.
         if config.tls != nil && mysql_get_ssl_cipher(mysql) == nil {
             mysql_close(mysql)
-            throw DatabaseError(kind: .unavailable, errno: UInt32(CR_SSL_CONNECTION_ERROR), detail: operation,
-                                serverMessage: "the session is not encrypted although database.tls is set")
+            throw DatabaseError(
+                kind: .unavailable, errno: UInt32(CR_SSL_CONNECTION_ERROR), detail: operation,
+                serverMessage: "the session is not encrypted although database.tls is set")
         }
         return MariaDBHandle(mysql: mysql)
     }
@@ -148,8 +152,9 @@ extension DatabaseError {
     /// The current error of a connection, classified. The server message stays out of `description`.
     static func fromConnection(_ mysql: UnsafeMutablePointer<MYSQL>, operation: String, sql: String? = nil) -> DatabaseError {
         let errno = mysql_errno(mysql)
-        return DatabaseError(kind: kind(forErrno: errno), errno: errno,
-                             sqlState: mysql_sqlstate(mysql).map { String(cString: $0) } ?? "HY000",
-                             detail: operation, serverMessage: mysql_error(mysql).map { String(cString: $0) }, sql: sql)
+        return DatabaseError(
+            kind: kind(forErrno: errno), errno: errno,
+            sqlState: mysql_sqlstate(mysql).map { String(cString: $0) } ?? "HY000",
+            detail: operation, serverMessage: mysql_error(mysql).map { String(cString: $0) }, sql: sql)
     }
 }

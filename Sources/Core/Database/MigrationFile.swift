@@ -1,4 +1,3 @@
-
 /// One `sql/NNN_name.sql` file: its number, name, text and SHA-256.
 struct MigrationFile: Sendable {
     let version: Int
@@ -27,8 +26,10 @@ struct MigrationFile: Sendable {
             guard let sql = String(validating: bytes, as: UTF8.self) else {
                 throw DatabaseError.migration("\(fileName): not valid UTF-8")
             }
-            files.append(MigrationFile(version: version, name: name, fileName: fileName, sql: sql,
-                                       checksum: SHA256.hexHash(bytes)))
+            files.append(
+                MigrationFile(
+                    version: version, name: name, fileName: fileName, sql: sql,
+                    checksum: SHA256.hexHash(bytes)))
         }
         files.sort { $0.version < $1.version }
         for (position, file) in files.enumerated() {
@@ -36,7 +37,8 @@ struct MigrationFile: Sendable {
                 throw DatabaseError.migration("\(files[position - 1].fileName) and \(file.fileName) have the same number")
             }
             if file.version != position + 1 {
-                throw DatabaseError.migration("\(file.fileName): expected migration number \(position + 1) (numbers must run 1, 2, 3, ... without gaps)")
+                throw DatabaseError.migration(
+                    "\(file.fileName): expected migration number \(position + 1) (numbers must run 1, 2, 3, ... without gaps)")
             }
         }
         return files
@@ -49,8 +51,9 @@ struct MigrationFile: Sendable {
         let digits = stem[..<underscore]
         let name = stem[stem.index(after: underscore)...]
         guard digits.count >= 3, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let version = Int(digits),
-              version > 0, !name.isEmpty,
-              name.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "_") }) else { return nil }
+            version > 0, !name.isEmpty,
+            name.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "_") })
+        else { return nil }
         return (version, String(name))
     }
 }

@@ -64,7 +64,8 @@ struct Migrator: Sendable {
                 } catch {
                     throw DatabaseError.migration("\(file.fileName) failed (not recorded; repair by hand)", underlying: error)
                 }
-                try db.execute("""
+                try db.execute(
+                    """
                     INSERT INTO schema_migrations (version, name, checksum, applied_at)
                     VALUES (\(file.version), \(file.name), \(file.checksum), UTC_TIMESTAMP(3))
                     """)
@@ -82,14 +83,16 @@ struct Migrator: Sendable {
         let applied: [Int: AppliedRow]
         do {
             applied = try appliedRows(db)
-        } catch where error.errno == 1146 {
+        } catch  where error.errno == 1146 {
             applied = [:]
         }
         var result: [MigrationStatus] = []
         for file in files {
             let state: MigrationStatus.State
             if let row = applied[file.version] {
-                state = row.checksum == file.checksum ? .applied(at: row.appliedAt)
+                state =
+                    row.checksum == file.checksum
+                    ? .applied(at: row.appliedAt)
                     : .checksumMismatch(applied: row.checksum, file: file.checksum)
             } else {
                 state = .pending
@@ -112,7 +115,8 @@ struct Migrator: Sendable {
     }
 
     private func createTable(_ db: DatabaseConnection) throws(DatabaseError) {
-        try db.execute("""
+        try db.execute(
+            """
             CREATE TABLE IF NOT EXISTS schema_migrations (
               version INT NOT NULL COMMENT 'The NNN of sql/NNN_name.sql',
               name VARCHAR(191) NOT NULL COMMENT 'The name part of the file name',
@@ -127,8 +131,9 @@ struct Migrator: Sendable {
     private func appliedRows(_ db: DatabaseConnection) throws(DatabaseError) -> [Int: AppliedRow] {
         var applied: [Int: AppliedRow] = [:]
         for row in try db.query("SELECT version, name, checksum, applied_at FROM schema_migrations") {
-            applied[try row.int("version")] = AppliedRow(name: try row.string("name"), checksum: try row.string("checksum"),
-                                                         appliedAt: try row.timestamp("applied_at"))
+            applied[try row.int("version")] = AppliedRow(
+                name: try row.string("name"), checksum: try row.string("checksum"),
+                appliedAt: try row.timestamp("applied_at"))
         }
         return applied
     }
@@ -136,12 +141,15 @@ struct Migrator: Sendable {
     private func verify(files: [MigrationFile], applied: [Int: AppliedRow]) throws(DatabaseError) {
         for file in files {
             if let row = applied[file.version], row.checksum != file.checksum {
-                throw DatabaseError.migration("\(file.fileName) was changed after it was applied (checksum \(row.checksum.prefix(12))… in schema_migrations, \(file.checksum.prefix(12))… on disk); migrations are forward-only, add a new file instead")
+                throw DatabaseError.migration(
+                    "\(file.fileName) was changed after it was applied (checksum \(row.checksum.prefix(12))… in schema_migrations, \(file.checksum.prefix(12))… on disk); migrations are forward-only, add a new file instead"
+                )
             }
         }
         let known = Set(files.map(\.version))
         if let unknown = applied.keys.filter({ !known.contains($0) }).min() {
-            throw DatabaseError.migration("the database has migration \(unknown) (\(applied[unknown]!.name)) which \(directory) does not contain; is this an older checkout?")
+            throw DatabaseError.migration(
+                "the database has migration \(unknown) (\(applied[unknown]!.name)) which \(directory) does not contain; is this an older checkout?")
         }
     }
 
@@ -158,7 +166,8 @@ struct Migrator: Sendable {
     /// Whether the session replicates through Galera (`wsrep_on`; absent on a server built
     /// without wsrep).
     static func isClusterNode(_ db: DatabaseConnection) throws(DatabaseError) -> Bool {
-        let row = try db.queryOne("""
+        let row = try db.queryOne(
+            """
             SELECT VARIABLE_VALUE AS value FROM information_schema.SESSION_VARIABLES WHERE VARIABLE_NAME = 'WSREP_ON'
             """)
         return try row?.string("value").uppercased() == "ON"
@@ -167,13 +176,18 @@ struct Migrator: Sendable {
     /// The cluster-wide guard: DDL must replicate in total order (TOI; under RSU it would
     /// change this node only), and one runner at a time holds the lease row.
     private func withClusterLease<R>(_ db: DatabaseConnection, _ body: () throws(DatabaseError) -> R) throws(DatabaseError) -> R {
-        let method = try db.queryOne("""
-            SELECT VARIABLE_VALUE AS value FROM information_schema.SESSION_VARIABLES WHERE VARIABLE_NAME = 'WSREP_OSU_METHOD'
-            """)?.string("value") ?? "TOI"
+        let method =
+            try db.queryOne(
+                """
+                SELECT VARIABLE_VALUE AS value FROM information_schema.SESSION_VARIABLES WHERE VARIABLE_NAME = 'WSREP_OSU_METHOD'
+                """)?.string("value") ?? "TOI"
         guard method.uppercased() == "TOI" else {
-            throw DatabaseError.migration("wsrep_OSU_method is \(method) on this Galera node: migrations need TOI so every node applies the DDL in the same order (docs/scaling.md)")
+            throw DatabaseError.migration(
+                "wsrep_OSU_method is \(method) on this Galera node: migrations need TOI so every node applies the DDL in the same order (docs/scaling.md)"
+            )
         }
-        try db.execute("""
+        try db.execute(
+            """
             CREATE TABLE IF NOT EXISTS schema_migrations_lock (
               id TINYINT UNSIGNED NOT NULL COMMENT 'Always 1: the one lease row',
               holder VARCHAR(191) NULL COMMENT 'The migration run holding the lease (host, pid, random), NULL when free',
@@ -184,7 +198,7 @@ struct Migrator: Sendable {
             """)
         do {
             try db.execute("INSERT IGNORE INTO schema_migrations_lock (id) VALUES (1)")
-        } catch where error.isDeadlockOrLockWait {
+        } catch  where error.isDeadlockOrLockWait {
             // Another runner inserted the row at the same instant: it exists now.
         }
         var hostname = [UInt8](repeating: 0, count: 256)
@@ -197,16 +211,20 @@ struct Migrator: Sendable {
             // or, retried by the server, finds the row taken.
             let claimed: Bool
             do {
-                claimed = try db.execute("""
-                    UPDATE schema_migrations_lock SET holder = \(holder), expires_at = UTC_TIMESTAMP(3) + INTERVAL \(leaseSeconds) SECOND
-                    WHERE id = 1 AND (holder IS NULL OR expires_at < UTC_TIMESTAMP(3))
-                    """).affectedRows == 1
-            } catch where error.isDeadlockOrLockWait {
+                claimed =
+                    try db.execute(
+                        """
+                        UPDATE schema_migrations_lock SET holder = \(holder), expires_at = UTC_TIMESTAMP(3) + INTERVAL \(leaseSeconds) SECOND
+                        WHERE id = 1 AND (holder IS NULL OR expires_at < UTC_TIMESTAMP(3))
+                        """
+                    ).affectedRows == 1
+            } catch  where error.isDeadlockOrLockWait {
                 claimed = false
             }
             if claimed { break }
             if ContinuousClock.now >= deadline {
-                throw DatabaseError.migration("another migration run holds the cluster lease (schema_migrations_lock; waited \(lockTimeoutSeconds) s)")
+                throw DatabaseError.migration(
+                    "another migration run holds the cluster lease (schema_migrations_lock; waited \(lockTimeoutSeconds) s)")
             }
             usleep(200_000)
         }

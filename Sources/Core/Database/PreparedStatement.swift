@@ -62,8 +62,9 @@ final class PreparedStatement {
         guard let metadata = mysql_stmt_result_metadata(stmt) else {
             if mysql_stmt_field_count(stmt) != 0 { throw DatabaseError.fromStatement(stmt, operation: "metadata", sql: sql) }
             let affected = mysql_stmt_affected_rows(stmt)
-            return ExecuteResult(affectedRows: affected == UInt64.max ? 0 : Int(clamping: affected),
-                                 lastInsertID: mysql_stmt_insert_id(stmt))
+            return ExecuteResult(
+                affectedRows: affected == UInt64.max ? 0 : Int(clamping: affected),
+                lastInsertID: mysql_stmt_insert_id(stmt))
         }
         defer { mysql_free_result(metadata) }
         // Buffering the result client-side frees the connection for the next statement and
@@ -152,8 +153,10 @@ final class PreparedStatement {
         case null, signed, unsigned, double, datetime, text, binary
     }
 
-    private func fetchRows(_ metadata: UnsafeMutablePointer<MYSQL_RES>,
-                           into eachRow: (SQLRow) throws(DatabaseError) -> Void) throws(DatabaseError) {
+    private func fetchRows(
+        _ metadata: UnsafeMutablePointer<MYSQL_RES>,
+        into eachRow: (SQLRow) throws(DatabaseError) -> Void
+    ) throws(DatabaseError) {
         let count = Int(mysql_num_fields(metadata))
         guard count > 0, let fields = mysql_fetch_fields(metadata) else { return }
         var kinds: [ColumnKind] = []
@@ -302,9 +305,10 @@ final class PreparedStatement {
 extension DatabaseError {
     static func fromStatement(_ stmt: UnsafeMutablePointer<MYSQL_STMT>, operation: String, sql: String) -> DatabaseError {
         let errno = mysql_stmt_errno(stmt)
-        return DatabaseError(kind: kind(forErrno: errno), errno: errno,
-                             sqlState: mysql_stmt_sqlstate(stmt).map { String(cString: $0) } ?? "HY000",
-                             detail: operation, serverMessage: mysql_stmt_error(stmt).map { String(cString: $0) }, sql: sql)
+        return DatabaseError(
+            kind: kind(forErrno: errno), errno: errno,
+            sqlState: mysql_stmt_sqlstate(stmt).map { String(cString: $0) } ?? "HY000",
+            detail: operation, serverMessage: mysql_stmt_error(stmt).map { String(cString: $0) }, sql: sql)
     }
 }
 
@@ -328,8 +332,10 @@ extension MYSQL_TIME {
 extension Timestamp {
     /// Sub-millisecond digits (DATETIME(6) columns) are truncated.
     init(_ time: MYSQL_TIME) {
-        self.init(CivilDateTime(year: Int(time.year), month: Int(time.month), day: Int(time.day),
-                                hour: Int(time.hour), minute: Int(time.minute), second: Int(time.second),
-                                millisecond: Int(time.second_part / 1000)))
+        self.init(
+            CivilDateTime(
+                year: Int(time.year), month: Int(time.month), day: Int(time.day),
+                hour: Int(time.hour), minute: Int(time.minute), second: Int(time.second),
+                millisecond: Int(time.second_part / 1000)))
     }
 }

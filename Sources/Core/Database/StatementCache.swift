@@ -25,7 +25,8 @@ struct StatementCache {
 
     mutating func insert(_ statement: PreparedStatement) {
         if entries.count >= capacity, entries[statement.text] == nil,
-           let oldest = entries.min(by: { $0.value.lastUse < $1.value.lastUse })?.key {
+            let oldest = entries.min(by: { $0.value.lastUse < $1.value.lastUse })?.key
+        {
             entries[oldest] = nil
         }
         clock += 1

@@ -1,15 +1,19 @@
 /// `events.list`, `events.reproject` and the inbox side of `events.retryQuarantined`.
 enum EventAdmin {
     /// Inbox rows newest first (cursor = the last id seen), without payloads.
-    static func list(userId: String?, provider: String?, status: String?, cursor: UInt64?, limit: Int,
-                            on db: DatabaseConnection) throws(DatabaseError) -> (events: [JSON], nextCursor: UInt64?) {
+    static func list(
+        userId: String?, provider: String?, status: String?, cursor: UInt64?, limit: Int,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> (events: [JSON], nextCursor: UInt64?) {
         var query: SQLQuery = """
             SELECT e.id, e.provider, e.provider_event_id, e.user_id, e.event_type, e.kind, e.subscription_id, e.product_id,
               e.tier, e.environment, e.intrinsic_at, e.received_at, e.expires_at, e.price_milli, e.currency, e.status, e.status_reason
             FROM billing_events e WHERE 1 = 1
             """
         if let userId {
-            query.append(" AND (e.user_id = \(userId) OR e.id IN (SELECT event_id FROM billing_event_parties WHERE user_id = \(userId)) OR e.id IN (SELECT event_id FROM billing_event_user_candidates WHERE candidate_id = \(userId)))")
+            query.append(
+                " AND (e.user_id = \(userId) OR e.id IN (SELECT event_id FROM billing_event_parties WHERE user_id = \(userId)) OR e.id IN (SELECT event_id FROM billing_event_user_candidates WHERE candidate_id = \(userId)))"
+            )
         }
         if let provider { query.append(" AND e.provider = \(provider)") }
         if let status { query.append(" AND e.status = \(status)") }
@@ -82,20 +86,25 @@ enum EventAdmin {
 
     /// Re-folds the user from the inbox under his lock, stores the result and reports what
     /// the stored rows had differently (empty: the stored projection was exact).
-    static func reproject(userId: String, actor: String, now: Timestamp,
-                                 on db: DatabaseConnection) throws -> (differences: [Difference], result: AccessProjector.Result) {
+    static func reproject(
+        userId: String, actor: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> (differences: [Difference], result: AccessProjector.Result) {
         try db.transaction(retries: 3, isolation: .readCommitted) { db -> (differences: [Difference], result: AccessProjector.Result) in
             guard try UserDirectory.knownUsers([userId], on: db).contains(userId) else {
                 throw BillingError.notFound("user", ["userId": .string(userId)])
             }
             try AccessProjector.lockAccessRow(userId: userId, now: now, on: db)
-            let stored = try db.query("SELECT \(unsafeRaw: SubscriptionState.columns) FROM billing_subscriptions s WHERE s.user_id = \(userId) ORDER BY s.subscription_id")
-                .map { (row) throws(DatabaseError) -> SubscriptionState in try SubscriptionState(row: row) }
+            let stored = try db.query(
+                "SELECT \(unsafeRaw: SubscriptionState.columns) FROM billing_subscriptions s WHERE s.user_id = \(userId) ORDER BY s.subscription_id"
+            )
+            .map { (row) throws(DatabaseError) -> SubscriptionState in try SubscriptionState(row: row) }
             let result = try AccessProjector.refold(userId: userId, now: now, on: db)
             let differences = differences(stored: stored, folded: result.projection.subscriptions)
-            try AuditLog.write(actor: actor, action: "events.reproject", targetUserId: userId,
-                               detail: ["differences": .array(differences.map(\.json)), "revision": .int(Int64(result.revision))],
-                               now: now, on: db)
+            try AuditLog.write(
+                actor: actor, action: "events.reproject", targetUserId: userId,
+                detail: ["differences": .array(differences.map(\.json)), "revision": .int(Int64(result.revision))],
+                now: now, on: db)
             return (differences, result)
         }
     }

@@ -50,11 +50,14 @@ enum EventInbox {
 
     /// Inserts the delivery; nil when the provider event id is already in the inbox (the
     /// unique key decides, not this code). Must run inside the caller's transaction.
-    static func insert(_ event: StoreEvent, payload: StoredPayload, userId: String?, status: Status,
-                              statusReason: String?, receivedAt: Timestamp,
-                              on db: DatabaseConnection) throws(DatabaseError) -> UInt64? {
+    static func insert(
+        _ event: StoreEvent, payload: StoredPayload, userId: String?, status: Status,
+        statusReason: String?, receivedAt: Timestamp,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> UInt64? {
         do {
-            let result = try db.execute("""
+            let result = try db.execute(
+                """
                 INSERT INTO billing_events (provider, provider_event_id, user_id, event_type, kind, subscription_id,
                   product_id, new_product_id, new_tier, effective_at, will_renew, in_billing_retry, expiration_intent, tier, period_type, is_trial, family_shared, price_milli,
                   currency, store, reason, environment, purchased_at, expires_at, grace_expires_at, intrinsic_at,
@@ -69,7 +72,7 @@ enum EventInbox {
                   \(statusReason), \(String(decoding: payload.serialized, as: UTF8.self)))
                 """)
             return result.lastInsertID
-        } catch where error.isDuplicateKey {
+        } catch  where error.isDuplicateKey {
             return nil
         }
     }
@@ -82,7 +85,8 @@ enum EventInbox {
 
     /// Links an applied event to the known users it concerns.
     static func addParty(eventId: UInt64, userId: String, role: PartyRole, on db: DatabaseConnection) throws(DatabaseError) {
-        try db.execute("""
+        try db.execute(
+            """
             INSERT INTO billing_event_parties (user_id, event_id, role) VALUES (\(userId), \(eventId), \(role.rawValue))
             ON DUPLICATE KEY UPDATE role = role
             """)
@@ -91,7 +95,8 @@ enum EventInbox {
     /// Remembers ids that may name a user later, so the event folds in when he appears.
     static func addCandidates(eventId: UInt64, ids: [String], role: PartyRole, on db: DatabaseConnection) throws(DatabaseError) {
         for id in ids {
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO billing_event_user_candidates (candidate_id, event_id, role) VALUES (\(id), \(eventId), \(role.rawValue))
                 ON DUPLICATE KEY UPDATE role = VALUES(role)
                 """)

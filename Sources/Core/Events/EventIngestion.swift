@@ -34,9 +34,11 @@ enum EventIngestion {
     ///   - resolveSubject: when given, decides the subject candidates inside the ingestion
     ///     transaction instead of `subjectCandidates` (the App Store binding: the owner of
     ///     the subscription, read under a lock so a concurrent move cannot slip between).
-    static func ingest(_ event: StoreEvent, payload: StoredPayload, subjectCandidates: [String], now: Timestamp,
-                              on db: DatabaseConnection,
-                              resolveSubject: ((DatabaseConnection) throws(DatabaseError) -> [String])? = nil) throws -> Outcome {
+    static func ingest(
+        _ event: StoreEvent, payload: StoredPayload, subjectCandidates: [String], now: Timestamp,
+        on db: DatabaseConnection,
+        resolveSubject: ((DatabaseConnection) throws(DatabaseError) -> [String])? = nil
+    ) throws -> Outcome {
         try commit(on: db) { db in
             try record(event, payload: payload, subjectCandidates: subjectCandidates, now: now, on: db, resolveSubject: resolveSubject)
         }
@@ -54,10 +56,13 @@ enum EventIngestion {
     /// committed, as `ingest`'s is), so that the ingestion commits together with the caller's
     /// own writes (`events.retryQuarantined`: the quarantine row's resolution and its audit
     /// row) or not at all. The caller runs `finish` on the result once it has committed.
-    static func record(_ event: StoreEvent, payload: StoredPayload, subjectCandidates: [String], now: Timestamp,
-                              on db: DatabaseConnection,
-                              resolveSubject: ((DatabaseConnection) throws(DatabaseError) -> [String])? = nil)
-        throws(DatabaseError) -> PendingIngestion {
+    static func record(
+        _ event: StoreEvent, payload: StoredPayload, subjectCandidates: [String], now: Timestamp,
+        on db: DatabaseConnection,
+        resolveSubject: ((DatabaseConnection) throws(DatabaseError) -> [String])? = nil
+    )
+        throws(DatabaseError) -> PendingIngestion
+    {
         guard db.isInTransaction else { throw .misuse("EventIngestion.record outside a transaction") }
         let candidates = try resolveSubject?(db) ?? subjectCandidates
         let outcome = try record(event, payload: payload, subjectCandidates: candidates, now: now, on: db)
@@ -69,10 +74,12 @@ enum EventIngestion {
             // claim ran, and the provider's retry is the only caller left to finish it.
             var unmatched = outcome.status == .unmatched
             if outcome.duplicate {
-                unmatched = try db.queryOne("""
-                    SELECT 1 AS waiting FROM billing_events
-                    WHERE provider = \(event.provider.rawValue) AND provider_event_id = \(event.providerEventId) AND status = 'unmatched'
-                    """) != nil
+                unmatched =
+                    try db.queryOne(
+                        """
+                        SELECT 1 AS waiting FROM billing_events
+                        WHERE provider = \(event.provider.rawValue) AND provider_event_id = \(event.providerEventId) AND status = 'unmatched'
+                        """) != nil
             }
             if unmatched {
                 let candidates = subjectCandidates + event.transferredFrom + event.transferredTo
@@ -82,8 +89,10 @@ enum EventIngestion {
         }
     }
 
-    private static func record(_ event: StoreEvent, payload: StoredPayload, subjectCandidates: [String], now: Timestamp,
-                               on db: DatabaseConnection) throws(DatabaseError) -> Outcome {
+    private static func record(
+        _ event: StoreEvent, payload: StoredPayload, subjectCandidates: [String], now: Timestamp,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> Outcome {
         // The subject is the first known candidate. For an event that will be folded, ask
         // about the first candidate with the fold's own locking read: when he is known (the
         // usual case) that one statement both decides the subject and locks and reads his
@@ -92,7 +101,8 @@ enum EventIngestion {
         var prelocked: AccessProjector.LockedAccess?
         let known: Set<String>
         if event.isApplicable, event.kind != .transfer, let preferred = subjectCandidates.first,
-           let locked = try AccessProjector.lockKnownUser(preferred, on: db) {
+            let locked = try AccessProjector.lockKnownUser(preferred, on: db)
+        {
             prelocked = locked
             known = [preferred]
         } else {
@@ -107,8 +117,12 @@ enum EventIngestion {
         var owner: String?
         if !event.isApplicable {
             status = .ignored
-            reason = event.kind == .test ? "test" : event.kind == .unknown ? "unknown_type"
-                : event.kind.isInformational ? "informational" : "no_timestamp"
+            reason =
+                event.kind == .test
+                ? "test"
+                : event.kind == .unknown
+                    ? "unknown_type"
+                    : event.kind.isInformational ? "informational" : "no_timestamp"
             owner = subject
         } else if event.kind == .transfer {
             owner = receivers.first ?? senders.first
@@ -128,8 +142,11 @@ enum EventIngestion {
         }
         let waiting = { (ids: [String]) in ids.filter { !known.contains($0) && !erased.contains($0) } }
 
-        guard let eventId = try EventInbox.insert(event, payload: payload, userId: status == .unmatched ? nil : owner,
-                                                  status: status, statusReason: reason, receivedAt: now, on: db) else {
+        guard
+            let eventId = try EventInbox.insert(
+                event, payload: payload, userId: status == .unmatched ? nil : owner,
+                status: status, statusReason: reason, receivedAt: now, on: db)
+        else {
             return Outcome(duplicate: true, status: nil, eventId: nil, users: [])
         }
 
@@ -162,8 +179,9 @@ enum EventIngestion {
         // Every party locked before any is folded, in one global order (SPEC §5).
         if folded.count > 1 { try AccessProjector.lockAccessRows(folded, now: now, on: db) }
         for user in folded {
-            results[user] = try AccessProjector.refold(userId: user, now: now, newEvent: event.kind == .transfer ? nil : event,
-                                                       locked: user == subject ? prelocked : nil, on: db)
+            results[user] = try AccessProjector.refold(
+                userId: user, now: now, newEvent: event.kind == .transfer ? nil : event,
+                locked: user == subject ? prelocked : nil, on: db)
         }
         // A transfer moves what its sender had before it. When one of the sender's earlier
         // events arrives after the transfer, the receivers must fold again too, or arrival

@@ -32,8 +32,11 @@ struct QuarantineReplay {
 /// Verifies and ingests one quarantined body exactly as the provider's route would, inside
 /// the open transaction of `db` (ingestion through `EventIngestion.record`, never its own
 /// transaction), without touching the quarantine row.
-typealias QuarantineReplayer = @Sendable (_ delivery: QuarantinedDelivery, _ now: Timestamp,
-                                          _ db: DatabaseConnection) throws -> QuarantineReplay
+typealias QuarantineReplayer =
+    @Sendable (
+        _ delivery: QuarantinedDelivery, _ now: Timestamp,
+        _ db: DatabaseConnection
+    ) throws -> QuarantineReplay
 
 /// Provider name (`billing_quarantine.provider`) → replayer.
 struct QuarantineReplayers: Sendable {
@@ -53,11 +56,17 @@ struct QuarantineReplayers: Sendable {
     /// Re-runs the quarantine rows `ids`, in the order given (nil: the open rows after
     /// `afterId`, oldest first, at most `limit`). Each row is its own unit: one failing replay does not stop
     /// the others, and a row's replay is one transaction (`retry(id:...)`).
-    func retry(ids: [UInt64]?, afterId: UInt64 = 0, limit: Int, actor: String, now: Timestamp,
-                      on db: DatabaseConnection) throws -> [JSON] {
-        let targets = try ids ?? db.query("""
-            SELECT id FROM billing_quarantine WHERE resolved_at IS NULL AND id > \(afterId) ORDER BY id LIMIT \(limit)
-            """)
+    func retry(
+        ids: [UInt64]?, afterId: UInt64 = 0, limit: Int, actor: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> [JSON] {
+        let targets =
+            try ids
+            ?? db.query(
+                """
+                SELECT id FROM billing_quarantine WHERE resolved_at IS NULL AND id > \(afterId) ORDER BY id LIMIT \(limit)
+                """
+            )
             .map { (row) throws(DatabaseError) -> UInt64 in try row.uint64("id") }
         return try targets.map { id in try retry(id: id, actor: actor, now: now, on: db) }
     }
@@ -66,8 +75,10 @@ struct QuarantineReplayers: Sendable {
     /// reason) and audited, and the replay's ingestion (inbox row, binding, fold) commits with
     /// them or not at all; the ingestion's after-commit claims run after. A replayer that
     /// throws takes its writes with it: the row then stays open, recorded as `replay_error`.
-    private func retry(id: UInt64, actor: String, now: Timestamp,
-                       on db: DatabaseConnection) throws -> JSON {
+    private func retry(
+        id: UInt64, actor: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> JSON {
         let result: (entry: JSON, ingestion: PendingIngestion?)
         do {
             result = try db.transaction(retries: 3, isolation: .readCommitted) { db -> (entry: JSON, ingestion: PendingIngestion?) in
@@ -90,14 +101,16 @@ struct QuarantineReplayers: Sendable {
                 return (try Self.record(delivery, replay.outcome, actor: actor, now: now, on: db), replay.ingestion)
             }
         } catch is ReplayFailed {
-            result = (try db.transaction(retries: 3) { db -> JSON in
-                switch try Self.lockOpenRow(id, on: db) {
-                case .open(let delivery):
-                    return try Self.record(delivery, .stillFailing(reason: "replay_error"), actor: actor, now: now, on: db)
-                case .done(let entry):
-                    return entry
-                }
-            }, nil)
+            result = (
+                try db.transaction(retries: 3) { db -> JSON in
+                    switch try Self.lockOpenRow(id, on: db) {
+                    case .open(let delivery):
+                        return try Self.record(delivery, .stillFailing(reason: "replay_error"), actor: actor, now: now, on: db)
+                    case .done(let entry):
+                        return entry
+                    }
+                }, nil
+            )
         }
         try result.ingestion?.finish(on: db)
         return result.entry
@@ -115,13 +128,17 @@ struct QuarantineReplayers: Sendable {
     /// The row `id`, locked for the rest of the transaction (a concurrent retry of the same
     /// row waits, then finds it resolved).
     private static func lockOpenRow(_ id: UInt64, on db: DatabaseConnection) throws(DatabaseError) -> LockedRow {
-        guard let row = try db.queryOne("""
-            SELECT id, provider, reason, payload, received_at, resolved_at FROM billing_quarantine WHERE id = \(id) FOR UPDATE
-            """) else {
+        guard
+            let row = try db.queryOne(
+                """
+                SELECT id, provider, reason, payload, received_at, resolved_at FROM billing_quarantine WHERE id = \(id) FOR UPDATE
+                """)
+        else {
             return .done(["id": .int(Int64(id)), "outcome": "not_found"])
         }
-        let delivery = QuarantinedDelivery(id: id, provider: try row.string("provider"), reason: try row.string("reason"),
-                                           payload: try row.bytes("payload"), receivedAt: try row.timestamp("received_at"))
+        let delivery = QuarantinedDelivery(
+            id: id, provider: try row.string("provider"), reason: try row.string("reason"),
+            payload: try row.bytes("payload"), receivedAt: try row.timestamp("received_at"))
         if try row.optionalTimestamp("resolved_at") != nil {
             return .done(["id": .int(Int64(id)), "provider": .string(delivery.provider), "outcome": "already_resolved"])
         }
@@ -129,26 +146,31 @@ struct QuarantineReplayers: Sendable {
     }
 
     /// The row's new state and its audit row, in the caller's transaction.
-    private static func record(_ delivery: QuarantinedDelivery, _ outcome: ReplayOutcome, actor: String, now: Timestamp,
-                               on db: DatabaseConnection) throws(DatabaseError) -> JSON {
+    private static func record(
+        _ delivery: QuarantinedDelivery, _ outcome: ReplayOutcome, actor: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> JSON {
         var entry: JSONObject = ["id": .int(Int64(delivery.id)), "provider": .string(delivery.provider)]
         switch outcome {
         case .applied(let eventId), .duplicate(let eventId?):
             let resolution = outcome == .applied(eventId: eventId) ? "applied" : "duplicate"
-            try db.execute("""
+            try db.execute(
+                """
                 UPDATE billing_quarantine SET retried_at = \(now), retry_count = retry_count + 1, resolved_at = \(now),
                   resolution = \(resolution), event_id = \(eventId) WHERE id = \(delivery.id)
                 """)
             entry["outcome"] = .string(resolution)
             entry["eventId"] = .int(Int64(eventId))
         case .duplicate(nil):
-            try db.execute("""
+            try db.execute(
+                """
                 UPDATE billing_quarantine SET retried_at = \(now), retry_count = retry_count + 1, resolved_at = \(now),
                   resolution = 'duplicate' WHERE id = \(delivery.id)
                 """)
             entry["outcome"] = "duplicate"
         case .stillFailing(let reason):
-            try db.execute("""
+            try db.execute(
+                """
                 UPDATE billing_quarantine SET retried_at = \(now), retry_count = retry_count + 1, reason = \(reason)
                 WHERE id = \(delivery.id)
                 """)

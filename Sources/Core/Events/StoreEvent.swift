@@ -17,41 +17,41 @@ enum StoreEnvironment: String, Sendable, CaseIterable {
 
 /// What an event means, across providers. The raw provider type is kept beside it.
 enum EventKind: String, Sendable, CaseIterable {
-    case purchase               // first purchase of a subscription (trial or paid)
-    case renewal                // a new period (incl. trial conversion, confirmed plan change)
-    case cancellation           // auto-renew turned off: access stays until expiry
-    case uncancellation         // auto-renew turned back on
-    case expiration             // the subscription ended
-    case billingIssue = "billing_issue"       // payment failed: grace or billing retry
-    case productChange = "product_change"     // a pending change of product (informative)
+    case purchase  // first purchase of a subscription (trial or paid)
+    case renewal  // a new period (incl. trial conversion, confirmed plan change)
+    case cancellation  // auto-renew turned off: access stays until expiry
+    case uncancellation  // auto-renew turned back on
+    case expiration  // the subscription ended
+    case billingIssue = "billing_issue"  // payment failed: grace or billing retry
+    case productChange = "product_change"  // a pending change of product (informative)
     case nonRenewingPurchase = "non_renewing_purchase"
-    case `extension`            // expiry moved later by the store
-    case pause                  // will pause at the next renewal
-    case temporaryGrant = "temporary_grant"   // store outage: temporary access
-    case refund                 // money returned: access its transaction granted ends at the revocation
-    case revoke                 // access withdrawn without a refund (App Store family sharing): ends like a refund
+    case `extension`  // expiry moved later by the store
+    case pause  // will pause at the next renewal
+    case temporaryGrant = "temporary_grant"  // store outage: temporary access
+    case refund  // money returned: access its transaction granted ends at the revocation
+    case revoke  // access withdrawn without a refund (App Store family sharing): ends like a refund
     case refundReversed = "refund_reversed"
-    case promotional            // store-side promotional access
-    case transfer               // purchases moved between app users
-    case priceIncrease = "price_increase"     // informational (App Store PRICE_INCREASE): only renewal info applies
+    case promotional  // store-side promotional access
+    case transfer  // purchases moved between app users
+    case priceIncrease = "price_increase"  // informational (App Store PRICE_INCREASE): only renewal info applies
     /// A subscription's whole state as RevenueCat's REST API answered it (SPEC §15): period,
     /// renewal intent, billing issue and grace, as of the request.
     case subscriberState = "subscriber_state"
     // Informational types (SPEC §15): stored with their own kind and answered 200. An App
     // Store one that carries a verified transaction still states its period and expiry, and
     // its renewal info applies, as for a type the server does not know.
-    case consumptionRequest = "consumption_request"           // App Store CONSUMPTION_REQUEST
-    case refundDeclined = "refund_declined"                   // App Store REFUND_DECLINED
-    case renewalExtension = "renewal_extension"               // App Store RENEWAL_EXTENSION (a summary of a mass extension)
-    case externalPurchaseToken = "external_purchase_token"    // App Store EXTERNAL_PURCHASE_TOKEN
-    case consentRescinded = "consent_rescinded"               // App Store RESCIND_CONSENT
-    case metadataUpdate = "metadata_update"                   // App Store METADATA_UPDATE
-    case migration                                            // App Store MIGRATION
-    case priceChange = "price_change"                         // App Store PRICE_CHANGE
-    case invoiceIssuance = "invoice_issuance"                 // RevenueCat INVOICE_ISSUANCE
+    case consumptionRequest = "consumption_request"  // App Store CONSUMPTION_REQUEST
+    case refundDeclined = "refund_declined"  // App Store REFUND_DECLINED
+    case renewalExtension = "renewal_extension"  // App Store RENEWAL_EXTENSION (a summary of a mass extension)
+    case externalPurchaseToken = "external_purchase_token"  // App Store EXTERNAL_PURCHASE_TOKEN
+    case consentRescinded = "consent_rescinded"  // App Store RESCIND_CONSENT
+    case metadataUpdate = "metadata_update"  // App Store METADATA_UPDATE
+    case migration  // App Store MIGRATION
+    case priceChange = "price_change"  // App Store PRICE_CHANGE
+    case invoiceIssuance = "invoice_issuance"  // RevenueCat INVOICE_ISSUANCE
     case virtualCurrencyTransaction = "virtual_currency_transaction"  // RevenueCat VIRTUAL_CURRENCY_TRANSACTION
-    case experimentEnrollment = "experiment_enrollment"       // RevenueCat EXPERIMENT_ENROLLMENT
-    case subscriberAlias = "subscriber_alias"                 // RevenueCat SUBSCRIBER_ALIAS
+    case experimentEnrollment = "experiment_enrollment"  // RevenueCat EXPERIMENT_ENROLLMENT
+    case subscriberAlias = "subscriber_alias"  // RevenueCat SUBSCRIBER_ALIAS
     case test
     /// A type the server does not know. Stored and answered 200; applied only when it
     /// carries a verified App Store transaction (its period and expiry still count).
@@ -63,8 +63,8 @@ enum EventKind: String, Sendable, CaseIterable {
     var isInformational: Bool {
         switch self {
         case .consumptionRequest, .refundDeclined, .renewalExtension, .externalPurchaseToken, .consentRescinded,
-             .metadataUpdate, .migration, .priceChange, .invoiceIssuance, .virtualCurrencyTransaction,
-             .experimentEnrollment, .subscriberAlias, .unknown:
+            .metadataUpdate, .migration, .priceChange, .invoiceIssuance, .virtualCurrencyTransaction,
+            .experimentEnrollment, .subscriberAlias, .unknown:
             return true
         default:
             return false
@@ -120,15 +120,17 @@ struct StoreEvent: Sendable, Equatable {
     var transferredFrom: [String]
     var transferredTo: [String]
 
-    init(provider: EventProvider, providerEventId: String, rawType: String, kind: EventKind,
-                intrinsicAt: Timestamp?, subscriptionId: String? = nil, productId: String? = nil, tier: Tier? = nil,
-                periodType: String? = nil, isTrial: Bool = false, environment: StoreEnvironment = .production,
-                platform: String? = nil, purchasedAt: Timestamp? = nil, expiresAt: Timestamp? = nil,
-                graceExpiresAt: Timestamp? = nil, priceMilli: Int64? = nil, currency: String? = nil,
-                cancelReason: String? = nil, newProductId: String? = nil, newTier: Tier? = nil,
-                effectiveAt: Timestamp? = nil, willRenew: Bool? = nil, inBillingRetry: Bool? = nil,
-                expirationIntent: Int? = nil, transferredFrom: [String] = [], transferredTo: [String] = [],
-                familyShared: Bool = false) {
+    init(
+        provider: EventProvider, providerEventId: String, rawType: String, kind: EventKind,
+        intrinsicAt: Timestamp?, subscriptionId: String? = nil, productId: String? = nil, tier: Tier? = nil,
+        periodType: String? = nil, isTrial: Bool = false, environment: StoreEnvironment = .production,
+        platform: String? = nil, purchasedAt: Timestamp? = nil, expiresAt: Timestamp? = nil,
+        graceExpiresAt: Timestamp? = nil, priceMilli: Int64? = nil, currency: String? = nil,
+        cancelReason: String? = nil, newProductId: String? = nil, newTier: Tier? = nil,
+        effectiveAt: Timestamp? = nil, willRenew: Bool? = nil, inBillingRetry: Bool? = nil,
+        expirationIntent: Int? = nil, transferredFrom: [String] = [], transferredTo: [String] = [],
+        familyShared: Bool = false
+    ) {
         self.provider = provider
         self.providerEventId = providerEventId
         self.rawType = rawType

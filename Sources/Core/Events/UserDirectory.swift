@@ -16,10 +16,13 @@ enum UserDirectory {
     /// Returns true when the user was new. Runs its own transaction. Throws
     /// `BillingError.userDeleted` for an erased id.
     @discardableResult
-    static func ensureKnown(_ userId: String, source: Source, createdAt: Timestamp, now: Timestamp,
-                                   on db: DatabaseConnection) throws -> Bool {
+    static func ensureKnown(
+        _ userId: String, source: Source, createdAt: Timestamp, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> Bool {
         let created = try db.transaction(retries: 3, isolation: .readCommitted) { db -> Bool in
-            let result = try db.execute("""
+            let result = try db.execute(
+                """
                 INSERT IGNORE INTO billing_users (id, created_at, first_seen_at, last_seen_at, source)
                 VALUES (\(userId), \(createdAt), \(source == .token ? now : nil), \(source == .token ? now : nil), \(source.rawValue))
                 """)
@@ -48,7 +51,8 @@ enum UserDirectory {
             guard try knownUsers([userId], on: db).contains(userId) else { return }
             // The user's lock first: claims and folds of one user never interleave.
             try AccessProjector.lockAccessRow(userId: userId, now: now, on: db)
-            let waiting = try db.query("""
+            let waiting = try db.query(
+                """
                 SELECT c.event_id, c.role FROM billing_event_user_candidates c
                 WHERE c.candidate_id = \(userId) FOR UPDATE
                 """)
@@ -62,7 +66,8 @@ enum UserDirectory {
                 let eventId = try row.uint64("event_id")
                 let role = EventInbox.PartyRole(rawValue: try row.string("role")) ?? .subject
                 try EventInbox.addParty(eventId: eventId, userId: userId, role: role, on: db)
-                try db.execute("""
+                try db.execute(
+                    """
                     UPDATE billing_events SET status = 'applied', user_id = COALESCE(user_id, \(userId)), applied_at = \(now)
                     WHERE id = \(eventId) AND status = 'unmatched'
                     """)

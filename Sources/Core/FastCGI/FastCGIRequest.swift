@@ -58,8 +58,11 @@ final class FastCGIRequest {
             // NAME=VALUE, split on the first '=' without an intermediate String.
             let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(cString).assumingMemoryBound(to: UInt8.self), count: strlen(cString))
             if let equals = bytes.firstIndex(of: 0x3D) {
-                result.append((name: String(decoding: UnsafeBufferPointer(rebasing: bytes[..<equals]), as: UTF8.self),
-                               value: String(decoding: UnsafeBufferPointer(rebasing: bytes[(equals + 1)...]), as: UTF8.self)))
+                result.append(
+                    (
+                        name: String(decoding: UnsafeBufferPointer(rebasing: bytes[..<equals]), as: UTF8.self),
+                        value: String(decoding: UnsafeBufferPointer(rebasing: bytes[(equals + 1)...]), as: UTF8.self)
+                    ))
             } else {
                 result.append((name: String(decoding: bytes, as: UTF8.self), value: ""))
             }

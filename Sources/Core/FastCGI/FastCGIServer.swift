@@ -15,9 +15,11 @@ struct FastCGIServerOptions: Sendable, Equatable {
     /// otherwise speak FastCGI to the worker. Ignored for Unix sockets.
     var webServerAddresses: [String]
 
-    init(socketPath: String, socketMode: UInt32 = 0o660, backlog: Int = 1024,
-                pool: FastCGIPoolConfiguration = FastCGIPoolConfiguration(), activation: SocketActivation? = nil,
-                webServerAddresses: [String] = []) {
+    init(
+        socketPath: String, socketMode: UInt32 = 0o660, backlog: Int = 1024,
+        pool: FastCGIPoolConfiguration = FastCGIPoolConfiguration(), activation: SocketActivation? = nil,
+        webServerAddresses: [String] = []
+    ) {
         self.socketPath = socketPath
         self.socketMode = socketMode
         self.backlog = backlog
@@ -32,7 +34,9 @@ struct FastCGIServerOptions: Sendable, Equatable {
     func openListener() throws(FastCGIError) -> FastCGIListener {
         if !FastCGIListener.isUnixSocketPath(socketPath) {
             guard !webServerAddresses.isEmpty else {
-                throw FastCGIError.socket("listening on TCP (\(socketPath)) needs server.webServerAddrs (or FCGI_WEB_SERVER_ADDRS): the addresses of the nginx hosts allowed to connect", errno: 0)
+                throw FastCGIError.socket(
+                    "listening on TCP (\(socketPath)) needs server.webServerAddrs (or FCGI_WEB_SERVER_ADDRS): the addresses of the nginx hosts allowed to connect",
+                    errno: 0)
             }
             setenv("FCGI_WEB_SERVER_ADDRS", webServerAddresses.joined(separator: ","), 1)
         }
@@ -48,10 +52,12 @@ enum FastCGIServer {
     /// the threads, close and unlink the socket. Returns the exit status: 0 after a graceful
     /// stop, 1 when start-up failed or a thread could not serve. Call it before starting any
     /// other thread.
-    static func run<Context>(options: FastCGIServerOptions, router: Router<Context>, logger: Logger = .standardError,
-                             reopenLogs: () -> Void = {}, reload: () -> Void = {}, metrics: WorkerMetrics? = nil,
-                             accessLog: Logger? = nil,
-                             makeContext: @escaping FastCGIWorkerPool<Context>.ContextFactory) -> Int32 {
+    static func run<Context>(
+        options: FastCGIServerOptions, router: Router<Context>, logger: Logger = .standardError,
+        reopenLogs: () -> Void = {}, reload: () -> Void = {}, metrics: WorkerMetrics? = nil,
+        accessLog: Logger? = nil,
+        makeContext: @escaping FastCGIWorkerPool<Context>.ContextFactory
+    ) -> Int32 {
         ProcessSignals.blockHandledSignals()
         let listener: FastCGIListener
         do {
@@ -61,11 +67,16 @@ enum FastCGIServer {
             return 1
         }
         defer { listener.close() }
-        let pool = FastCGIWorkerPool(listener: listener, configuration: options.pool, router: router,
-                                     logger: logger, metrics: metrics, accessLog: accessLog, makeContext: makeContext)
+        let pool = FastCGIWorkerPool(
+            listener: listener, configuration: options.pool, router: router,
+            logger: logger, metrics: metrics, accessLog: accessLog, makeContext: makeContext)
         let status = ProcessLifecycle.run(pool, logger: logger, reopenLogs: reopenLogs, reload: reload) {
-            logger.info("worker started", ["socket.path": .string(options.socketPath), "worker.threads": .int(Int64(options.pool.threads)),
-                                           "socket.activated": .bool(listener.isInherited), "process.id": .int(Int64(getpid()))])
+            logger.info(
+                "worker started",
+                [
+                    "socket.path": .string(options.socketPath), "worker.threads": .int(Int64(options.pool.threads)),
+                    "socket.activated": .bool(listener.isInherited), "process.id": .int(Int64(getpid())),
+                ])
         }
         guard status == 0 else { return status }
         let failed = pool.hasFailed

@@ -32,11 +32,13 @@ final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, Proces
     /// `requestStop` is called from a worker thread when the process should stop on its
     /// own (recycle, or a context that could not be built); by default it sends SIGTERM to
     /// this process so the main thread's `ProcessSignals.wait()` performs the normal stop.
-    init(listener: FastCGIListener, configuration: Configuration, router: Router<Context>,
-                logger: Logger = .standardError,
-                requestStop: @escaping @Sendable () -> Void = ProcessSignals.requestStop,
-                metrics: WorkerMetrics? = nil, accessLog: Logger? = nil,
-                makeContext: @escaping ContextFactory) {
+    init(
+        listener: FastCGIListener, configuration: Configuration, router: Router<Context>,
+        logger: Logger = .standardError,
+        requestStop: @escaping @Sendable () -> Void = ProcessSignals.requestStop,
+        metrics: WorkerMetrics? = nil, accessLog: Logger? = nil,
+        makeContext: @escaping ContextFactory
+    ) {
         precondition(configuration.threads > 0, "a worker pool needs at least one thread")
         self.listener = listener
         self.configuration = configuration
@@ -108,7 +110,8 @@ final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, Proces
             context = try makeContext(index)
             request = try FastCGIRequest(listenDescriptor: listener.descriptor)
         } catch {
-            logger.log(.critical, "worker thread cannot start", ["worker.thread": .int(Int64(index)), "error.debug": .string(String(reflecting: error))])
+            logger.log(
+                .critical, "worker thread cannot start", ["worker.thread": .int(Int64(index)), "error.debug": .string(String(reflecting: error))])
             failed.store(true, ordering: .releasing)
             requestStop()
             return
@@ -152,10 +155,12 @@ final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, Proces
 
     /// The access log line of one worker thread: its keys fixed, its values replaced per request.
     static func accessLine(_ logger: Logger) -> ReusedLogLine {
-        ReusedLogLine(logger: logger, message: "request", keys: [
-            ("request.id", .string), ("http.method", .string), ("http.route", .string), ("http.path", .string),
-            ("http.status", .integer), ("duration.us", .integer), ("outcome", .string), ("worker.thread", .integer),
-        ])
+        ReusedLogLine(
+            logger: logger, message: "request",
+            keys: [
+                ("request.id", .string), ("http.method", .string), ("http.route", .string), ("http.path", .string),
+                ("http.status", .integer), ("duration.us", .integer), ("outcome", .string), ("worker.thread", .integer),
+            ])
     }
 
     /// One JSON line per request: id, method, route pattern, path, status, latency, outcome.
@@ -204,8 +209,9 @@ final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, Proces
             outcome = context.outcome
         }
         connection.write(FastCGIResponseEncoder.encode(response, requestID: requestID))
-        return Answered(id: requestID, method: httpRequest.method.rawValue, path: httpRequest.path,
-                        route: pattern, status: response.status.code, outcome: outcome)
+        return Answered(
+            id: requestID, method: httpRequest.method.rawValue, path: httpRequest.path,
+            route: pattern, status: response.status.code, outcome: outcome)
     }
 }
 

@@ -24,7 +24,8 @@ struct SocketActivation: Sendable, Equatable {
             throw FastCGIError.socket("socket activation: LISTEN_FDS is missing or not a positive count", errno: 0)
         }
         guard count == 1 else {
-            throw FastCGIError.socket("socket activation: \(count) sockets passed; a worker serves exactly one (one ListenStream= per billing-fcgi@.socket)", errno: 0)
+            throw FastCGIError.socket(
+                "socket activation: \(count) sockets passed; a worker serves exactly one (one ListenStream= per billing-fcgi@.socket)", errno: 0)
         }
         let fd = Self.firstDescriptor
         var info = stat()

@@ -82,37 +82,46 @@ struct BillingFlags: Sendable, Equatable {
 
     /// Sets one flag and audits the change (`flags.set` with from and to), in one
     /// transaction. Returns the previous stored value.
-    static func set(_ name: Name, to value: String, actor: String, now: Timestamp,
-                    on db: DatabaseConnection) throws -> String {
+    static func set(
+        _ name: Name, to value: String, actor: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> String {
         try set([(name, value)], actor: actor, now: now, on: db)[0]
     }
 
     /// Sets several flags at once (SPEC §19): every change and its audit row in one
     /// transaction, so a reader sees all of them or none. Returns each previous stored value,
     /// in the order given.
-    static func set(_ updates: [(Name, String)], actor: String, now: Timestamp,
-                    on db: DatabaseConnection) throws -> [String] {
+    static func set(
+        _ updates: [(Name, String)], actor: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> [String] {
         try db.transaction(retries: 3, isolation: .readCommitted) { db -> [String] in
             var previous: [Name: String] = [:]
             // One lock order for every caller: by name.
             for (name, value) in updates.sorted(by: { $0.0.rawValue < $1.0.rawValue }) {
-                let before = try db.queryOne("SELECT value FROM billing_flags WHERE name = \(name.rawValue) FOR UPDATE")?
+                let before =
+                    try db.queryOne("SELECT value FROM billing_flags WHERE name = \(name.rawValue) FOR UPDATE")?
                     .string("value") ?? BillingFlags.defaults.stored(name)
-                try db.execute("""
+                try db.execute(
+                    """
                     INSERT INTO billing_flags (name, value, updated_by, updated_at) VALUES (\(name.rawValue), \(value), \(actor), \(now))
                     ON DUPLICATE KEY UPDATE value = VALUES(value), updated_by = VALUES(updated_by), updated_at = VALUES(updated_at)
                     """)
-                try AuditLog.write(actor: actor, action: "flags.set",
-                                   detail: ["flag": .string(name.rawValue), "from": .string(before), "to": .string(value)],
-                                   now: now, on: db)
+                try AuditLog.write(
+                    actor: actor, action: "flags.set",
+                    detail: ["flag": .string(name.rawValue), "from": .string(before), "to": .string(value)],
+                    now: now, on: db)
                 previous[name] = before
             }
             return updates.map { previous[$0.0]! }
         }
     }
 
-    static func setEnforcement(_ value: Enforcement, actor: String, now: Timestamp,
-                               on db: DatabaseConnection) throws -> Enforcement {
+    static func setEnforcement(
+        _ value: Enforcement, actor: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> Enforcement {
         Enforcement(rawValue: try set(.enforcement, to: value.rawValue, actor: actor, now: now, on: db)) ?? .observe
     }
 }

@@ -11,9 +11,12 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
             }
             return .object(result)
         }
-        register("flags.set",
-                 summary: "Set flags, each audited: enforcement (observe: record, answer 200; enforce: answer 402 past a limit), purchases.enabled (false: the app's purchases answer 403, store notifications still flow)",
-                 params: "{enforcement?: observe|enforce, \"purchases.enabled\"?: boolean, actor} (at least one flag)") { request, context in
+        register(
+            "flags.set",
+            summary:
+                "Set flags, each audited: enforcement (observe: record, answer 200; enforce: answer 402 past a limit), purchases.enabled (false: the app's purchases answer 403, store notifications still flow)",
+            params: "{enforcement?: observe|enforce, \"purchases.enabled\"?: boolean, actor} (at least one flag)"
+        ) { request, context in
             let names = BillingFlags.Name.allCases
             try request.params.expectOnly(names.map(\.rawValue) + ["actor"])
             let actor = try request.params.requireActor()
@@ -21,8 +24,9 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
             for name in names {
                 guard let value = try request.params.optionalValue(name.rawValue) else { continue }
                 guard let stored = name.stored(value) else {
-                    throw RPCError.invalidParams("\"\(name.rawValue)\" must be \(name == .purchasesEnabled ? "a boolean" : "one of " + name.values.joined(separator: ", "))",
-                                                 field: name.rawValue)
+                    throw RPCError.invalidParams(
+                        "\"\(name.rawValue)\" must be \(name == .purchasesEnabled ? "a boolean" : "one of " + name.values.joined(separator: ", "))",
+                        field: name.rawValue)
                 }
                 updates.append((name, stored))
             }

@@ -19,9 +19,11 @@ enum Grandfather {
         }
 
         func json(at now: Timestamp) -> JSON {
-            ["campaign": .string(name), "tier": .string(tier.rawValue), "expiresAt": JSON(expiresAt?.iso8601),
-             "reason": .string(reason), "createdBy": .string(createdBy), "createdAt": .string(createdAt.iso8601),
-             "revokedAt": JSON(revokedAt?.iso8601), "revokedBy": JSON(revokedBy), "active": .bool(isActive(at: now))]
+            [
+                "campaign": .string(name), "tier": .string(tier.rawValue), "expiresAt": JSON(expiresAt?.iso8601),
+                "reason": .string(reason), "createdBy": .string(createdBy), "createdAt": .string(createdAt.iso8601),
+                "revokedAt": JSON(revokedAt?.iso8601), "revokedBy": JSON(revokedBy), "active": .bool(isActive(at: now)),
+            ]
         }
     }
 
@@ -82,22 +84,29 @@ enum Grandfather {
     // MARK: Campaign rows
 
     static func loadCampaign(_ name: String, forUpdate: Bool = false, on db: DatabaseConnection) throws(DatabaseError) -> Campaign? {
-        guard let row = try db.queryOne("""
-            SELECT name, tier, expires_at, reason, created_by, created_at, revoked_at, revoked_by FROM billing_campaigns
-            WHERE name = \(name) \(unsafeRaw: forUpdate ? "FOR UPDATE" : "")
-            """) else { return nil }
-        return Campaign(name: try row.string("name"), tier: Tier(rawValue: try row.string("tier")) ?? .plus,
-                        expiresAt: try row.optionalTimestamp("expires_at"), reason: try row.string("reason"),
-                        createdBy: try row.string("created_by"), createdAt: try row.timestamp("created_at"),
-                        revokedAt: try row.optionalTimestamp("revoked_at"), revokedBy: try row.optionalString("revoked_by"))
+        guard
+            let row = try db.queryOne(
+                """
+                SELECT name, tier, expires_at, reason, created_by, created_at, revoked_at, revoked_by FROM billing_campaigns
+                WHERE name = \(name) \(unsafeRaw: forUpdate ? "FOR UPDATE" : "")
+                """)
+        else { return nil }
+        return Campaign(
+            name: try row.string("name"), tier: Tier(rawValue: try row.string("tier")) ?? .plus,
+            expiresAt: try row.optionalTimestamp("expires_at"), reason: try row.string("reason"),
+            createdBy: try row.string("created_by"), createdAt: try row.timestamp("created_at"),
+            revokedAt: try row.optionalTimestamp("revoked_at"), revokedBy: try row.optionalString("revoked_by"))
     }
 
     /// Creates the campaign on first use and locks its row (runs of one campaign serialize).
     /// A campaign keeps its tier and expiry: a run asking for others is a conflict, as is a
     /// run of an ended campaign.
-    static func ensureCampaign(_ definition: Definition, actor: String, now: Timestamp,
-                               on db: DatabaseConnection) throws -> Campaign {
-        try db.execute("""
+    static func ensureCampaign(
+        _ definition: Definition, actor: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> Campaign {
+        try db.execute(
+            """
             INSERT IGNORE INTO billing_campaigns (name, tier, expires_at, reason, created_by, created_at)
             VALUES (\(definition.campaign), \(definition.tier.rawValue), \(definition.expiresAt), \(definition.reason), \(actor), \(now))
             """)
@@ -105,13 +114,20 @@ enum Grandfather {
             throw DatabaseError.misuse("campaign vanished after insert")
         }
         if campaign.revokedAt != nil {
-            throw BillingError(.conflict, "campaign \(campaign.name) was revoked", data: ["campaign": .string(campaign.name),
-                             "revokedAt": JSON(campaign.revokedAt?.iso8601)])
+            throw BillingError(
+                .conflict, "campaign \(campaign.name) was revoked",
+                data: [
+                    "campaign": .string(campaign.name),
+                    "revokedAt": JSON(campaign.revokedAt?.iso8601),
+                ])
         }
         if campaign.tier != definition.tier || campaign.expiresAt != definition.expiresAt {
-            throw BillingError(.conflict, "campaign \(campaign.name) exists with another tier or expiry",
-                             data: ["campaign": .string(campaign.name), "tier": .string(campaign.tier.rawValue),
-                                    "expiresAt": JSON(campaign.expiresAt?.iso8601)])
+            throw BillingError(
+                .conflict, "campaign \(campaign.name) exists with another tier or expiry",
+                data: [
+                    "campaign": .string(campaign.name), "tier": .string(campaign.tier.rawValue),
+                    "expiresAt": JSON(campaign.expiresAt?.iso8601),
+                ])
         }
         return campaign
     }
@@ -128,10 +144,13 @@ enum Grandfather {
     }
 
     /// Dry run: how many users the cohort holds, how many are members already, and a sample.
-    static func preview(_ cohort: Cohort, campaign: String, sampleSize: Int = 10,
-                               on db: DatabaseConnection) throws(DatabaseError) -> (count: Int, alreadyMembers: Int, sample: [String]) {
+    static func preview(
+        _ cohort: Cohort, campaign: String, sampleSize: Int = 10,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> (count: Int, alreadyMembers: Int, sample: [String]) {
         let predicate = cohortPredicate(cohort, after: nil)
-        let counts = try db.queryOne("""
+        let counts = try db.queryOne(
+            """
             SELECT COUNT(*) AS total, COUNT(m.user_id) AS members FROM billing_users u
             LEFT JOIN billing_campaign_members m ON m.campaign = \(campaign) AND m.user_id = u.id
             WHERE \(predicate)
@@ -142,11 +161,14 @@ enum Grandfather {
     }
 
     /// Applies one bounded batch of the cohort after `cursor`, in one transaction.
-    static func applyCohortBatch(_ definition: Definition, cohort: Cohort, cursor: Cursor?, batchSize: Int,
-                                        actor: String, now: Timestamp, on db: DatabaseConnection) throws -> BatchResult {
+    static func applyCohortBatch(
+        _ definition: Definition, cohort: Cohort, cursor: Cursor?, batchSize: Int,
+        actor: String, now: Timestamp, on db: DatabaseConnection
+    ) throws -> BatchResult {
         try db.transaction(retries: 3, isolation: .readCommitted) { db -> BatchResult in
             _ = try ensureCampaign(definition, actor: actor, now: now, on: db)
-            let rows = try db.query("""
+            let rows = try db.query(
+                """
                 SELECT u.id, u.created_at FROM billing_users u WHERE \(cohortPredicate(cohort, after: cursor))
                 ORDER BY u.created_at, u.id LIMIT \(batchSize)
                 """)
@@ -158,14 +180,17 @@ enum Grandfather {
                 last = Cursor(createdAt: try row.timestamp("created_at"), userId: id)
             }
             let applied = try addMembers(ids, via: "cohort", definition: definition, actor: actor, now: now, on: db)
-            return BatchResult(scanned: ids.count, applied: applied, alreadyMembers: ids.count - applied.count,
-                               nextCursor: rows.count < batchSize ? nil : last)
+            return BatchResult(
+                scanned: ids.count, applied: applied, alreadyMembers: ids.count - applied.count,
+                nextCursor: rows.count < batchSize ? nil : last)
         }
     }
 
     /// Hand-picked users, all or nothing: an unknown id fails the call with nothing written.
-    static func applyUsers(_ definition: Definition, userIds: [String], actor: String, now: Timestamp,
-                                  on db: DatabaseConnection) throws -> (applied: [String], alreadyMembers: Int) {
+    static func applyUsers(
+        _ definition: Definition, userIds: [String], actor: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> (applied: [String], alreadyMembers: Int) {
         try db.transaction(retries: 3, isolation: .readCommitted) { db -> (applied: [String], alreadyMembers: Int) in
             let known = try UserDirectory.knownUsers(userIds, on: db)
             let unknown = userIds.filter { !known.contains($0) }
@@ -181,24 +206,32 @@ enum Grandfather {
 
     /// Inserts the memberships missing among `ids` (the campaign row is locked by the
     /// caller), one audit row per new member, and moves their access revision.
-    private static func addMembers(_ ids: [String], via: String, definition: Definition, actor: String, now: Timestamp,
-                                   on db: DatabaseConnection) throws(DatabaseError) -> [String] {
+    private static func addMembers(
+        _ ids: [String], via: String, definition: Definition, actor: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> [String] {
         guard !ids.isEmpty else { return [] }
         let list = ids.map(SQLValue.string)
         var existing = Set<String>()
-        for row in try db.query("""
+        for row in try db.query(
+            """
             SELECT user_id FROM billing_campaign_members WHERE campaign = \(definition.campaign) AND user_id IN (\(list: list))
-            """) { existing.insert(try row.string("user_id")) }
+            """)
+        { existing.insert(try row.string("user_id")) }
         let fresh = ids.filter { !existing.contains($0) }
         guard !fresh.isEmpty else { return [] }
         let freshList = fresh.map(SQLValue.string)
-        try db.execute("""
+        try db.execute(
+            """
             INSERT INTO billing_campaign_members (campaign, user_id, via, applied_by, applied_at)
             SELECT \(definition.campaign), u.id, \(via), \(actor), \(now) FROM billing_users u WHERE u.id IN (\(list: freshList))
             """)
-        let detail: JSON = ["tier": .string(definition.tier.rawValue), "expiresAt": JSON(definition.expiresAt?.iso8601),
-                            "via": .string(via), "reason": .string(definition.reason)]
-        try db.execute("""
+        let detail: JSON = [
+            "tier": .string(definition.tier.rawValue), "expiresAt": JSON(definition.expiresAt?.iso8601),
+            "via": .string(via), "reason": .string(definition.reason),
+        ]
+        try db.execute(
+            """
             INSERT INTO audit_log (actor, action, target_user_id, campaign, detail, created_at)
             SELECT \(actor), 'grandfather.apply', m.user_id, m.campaign, \(detail), \(now) FROM billing_campaign_members m
             WHERE m.campaign = \(definition.campaign) AND m.user_id IN (\(list: freshList))
@@ -210,8 +243,10 @@ enum Grandfather {
     // MARK: Revoke and audit
 
     /// Ends the campaign: its memberships stay (the audit trail) but give nothing from now on.
-    static func revoke(campaign name: String, actor: String, reason: String?, now: Timestamp,
-                              on db: DatabaseConnection) throws -> (campaign: Campaign, members: Int, changed: Bool) {
+    static func revoke(
+        campaign name: String, actor: String, reason: String?, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> (campaign: Campaign, members: Int, changed: Bool) {
         try db.transaction(retries: 3, isolation: .readCommitted) { db -> (campaign: Campaign, members: Int, changed: Bool) in
             guard let campaign = try loadCampaign(name, forUpdate: true, on: db) else {
                 throw BillingError.notFound("campaign", ["campaign": .string(name)])
@@ -219,34 +254,41 @@ enum Grandfather {
             let members = try db.queryOne("SELECT COUNT(*) AS n FROM billing_campaign_members WHERE campaign = \(name)")?.int("n") ?? 0
             if campaign.revokedAt != nil { return (campaign, members, false) }
             try db.execute("UPDATE billing_campaigns SET revoked_at = \(now), revoked_by = \(actor) WHERE name = \(name)")
-            try db.execute("""
+            try db.execute(
+                """
                 UPDATE billing_access a JOIN billing_campaign_members m ON m.user_id = a.user_id AND m.campaign = \(name)
                 SET a.revision = a.revision + 1, a.updated_at = \(now)
                 """)
-            try AuditLog.write(actor: actor, action: "grandfather.revoke", campaign: name,
-                               detail: ["members": .int(Int64(members)), "reason": JSON(reason)], now: now, on: db)
+            try AuditLog.write(
+                actor: actor, action: "grandfather.revoke", campaign: name,
+                detail: ["members": .int(Int64(members)), "reason": JSON(reason)], now: now, on: db)
             return (try loadCampaign(name, on: db) ?? campaign, members, true)
         }
     }
 
     /// The campaign's active sources for a user at `now` (for the snapshot).
     static func sources(userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> [AccessSnapshot.AccessSource] {
-        try db.query("""
+        try db.query(
+            """
             SELECT c.name, c.tier, c.expires_at FROM billing_campaign_members m JOIN billing_campaigns c ON c.name = m.campaign
             WHERE m.user_id = \(userId) AND c.revoked_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > \(now))
             ORDER BY c.name
-            """).map { (row) throws(DatabaseError) -> AccessSnapshot.AccessSource in
-            AccessSnapshot.AccessSource(tier: Tier(rawValue: try row.string("tier")) ?? .plus, kind: "campaign",
-                                        expiresAt: try row.optionalTimestamp("expires_at"), campaign: try row.string("name"))
+            """
+        ).map { (row) throws(DatabaseError) -> AccessSnapshot.AccessSource in
+            AccessSnapshot.AccessSource(
+                tier: Tier(rawValue: try row.string("tier")) ?? .plus, kind: "campaign",
+                expiresAt: try row.optionalTimestamp("expires_at"), campaign: try row.string("name"))
         }
     }
 
     /// Every campaign the user belongs to, with its state (for `access.get`).
     static func memberships(userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> [JSON] {
-        try db.query("""
+        try db.query(
+            """
             SELECT m.campaign, m.via, m.applied_by, m.applied_at FROM billing_campaign_members m
             WHERE m.user_id = \(userId) ORDER BY m.applied_at, m.campaign
-            """).map { (row) throws(DatabaseError) -> JSON in
+            """
+        ).map { (row) throws(DatabaseError) -> JSON in
             let name = try row.string("campaign")
             var object = (try loadCampaign(name, on: db)?.json(at: now).objectValue) ?? ["campaign": .string(name)]
             object["via"] = .string(try row.string("via"))

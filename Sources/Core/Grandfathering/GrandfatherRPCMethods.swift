@@ -6,14 +6,19 @@ protocol GrandfatherRPCContext: RPCContextProtocol {
 extension RPCMethodRegistry where Context: GrandfatherRPCContext {
     /// `grandfather.applyCohort`, `grandfather.applyUsers`, `grandfather.audit`, `grandfather.revoke`.
     mutating func registerGrandfatherMethods() {
-        register("grandfather.applyCohort",
-                 summary: "Give a campaign's tier to users created in [createdFrom, createdBefore): one bounded batch per call, resume with nextCursor until done; dryRun counts",
-                 params: "{campaign, tier: plus|pro, createdFrom?, createdBefore, expiresAt?, reason, actor, dryRun?: bool, batchSize?: 1..5000 (500), cursor?}") { request, context in
+        register(
+            "grandfather.applyCohort",
+            summary:
+                "Give a campaign's tier to users created in [createdFrom, createdBefore): one bounded batch per call, resume with nextCursor until done; dryRun counts",
+            params:
+                "{campaign, tier: plus|pro, createdFrom?, createdBefore, expiresAt?, reason, actor, dryRun?: bool, batchSize?: 1..5000 (500), cursor?}"
+        ) { request, context in
             let p = request.params
             try p.expectOnly("campaign", "tier", "createdFrom", "createdBefore", "expiresAt", "reason", "actor", "dryRun", "batchSize", "cursor")
             let definition = try Self.definition(p)
-            let cohort = Grandfather.Cohort(createdFrom: try p.optionalTimestamp("createdFrom"),
-                                            createdBefore: try p.requireTimestamp("createdBefore"))
+            let cohort = Grandfather.Cohort(
+                createdFrom: try p.optionalTimestamp("createdFrom"),
+                createdBefore: try p.requireTimestamp("createdBefore"))
             if let from = cohort.createdFrom, from >= cohort.createdBefore {
                 throw RPCError.invalidParams("\"createdFrom\" must be before \"createdBefore\"", field: "createdFrom")
             }
@@ -31,18 +36,25 @@ extension RPCMethodRegistry where Context: GrandfatherRPCContext {
             let now = context.clock.now()
             if dryRun {
                 let preview = try Grandfather.preview(cohort, campaign: definition.campaign, on: db)
-                return ["dryRun": true, "campaign": .string(definition.campaign), "count": .int(Int64(preview.count)),
-                        "alreadyMembers": .int(Int64(preview.alreadyMembers)), "sample": .array(preview.sample.map(JSON.string))]
+                return [
+                    "dryRun": true, "campaign": .string(definition.campaign), "count": .int(Int64(preview.count)),
+                    "alreadyMembers": .int(Int64(preview.alreadyMembers)), "sample": .array(preview.sample.map(JSON.string)),
+                ]
             }
-            let batch = try Grandfather.applyCohortBatch(definition, cohort: cohort, cursor: cursor, batchSize: batchSize,
-                                                         actor: actor, now: now, on: db)
-            return ["dryRun": false, "campaign": .string(definition.campaign), "scanned": .int(Int64(batch.scanned)),
-                    "applied": .int(Int64(batch.applied.count)), "alreadyMembers": .int(Int64(batch.alreadyMembers)),
-                    "nextCursor": JSON(batch.nextCursor?.text), "done": .bool(batch.nextCursor == nil)]
+            let batch = try Grandfather.applyCohortBatch(
+                definition, cohort: cohort, cursor: cursor, batchSize: batchSize,
+                actor: actor, now: now, on: db)
+            return [
+                "dryRun": false, "campaign": .string(definition.campaign), "scanned": .int(Int64(batch.scanned)),
+                "applied": .int(Int64(batch.applied.count)), "alreadyMembers": .int(Int64(batch.alreadyMembers)),
+                "nextCursor": JSON(batch.nextCursor?.text), "done": .bool(batch.nextCursor == nil),
+            ]
         }
-        register("grandfather.applyUsers",
-                 summary: "Give a campaign's tier to hand-picked users (all or nothing: an unknown id is error 1001); idempotent",
-                 params: "{campaign, tier: plus|pro, userIds: [id] (at most 1000), expiresAt?, reason, actor, dryRun?: bool}") { request, context in
+        register(
+            "grandfather.applyUsers",
+            summary: "Give a campaign's tier to hand-picked users (all or nothing: an unknown id is error 1001); idempotent",
+            params: "{campaign, tier: plus|pro, userIds: [id] (at most 1000), expiresAt?, reason, actor, dryRun?: bool}"
+        ) { request, context in
             let p = request.params
             try p.expectOnly("campaign", "tier", "userIds", "expiresAt", "reason", "actor", "dryRun")
             let definition = try Self.definition(p)
@@ -63,16 +75,22 @@ extension RPCMethodRegistry where Context: GrandfatherRPCContext {
             if let erased = try ErasedUsers.erased(userIds, on: db).min() { throw BillingError.userDeleted(erased) }
             if try p.optionalBool("dryRun") ?? false {
                 let known = try UserDirectory.knownUsers(userIds, on: db)
-                return ["dryRun": true, "campaign": .string(definition.campaign), "count": .int(Int64(known.count)),
-                        "unknown": .array(userIds.filter { !known.contains($0) }.map(JSON.string))]
+                return [
+                    "dryRun": true, "campaign": .string(definition.campaign), "count": .int(Int64(known.count)),
+                    "unknown": .array(userIds.filter { !known.contains($0) }.map(JSON.string)),
+                ]
             }
             let outcome = try Grandfather.applyUsers(definition, userIds: userIds, actor: actor, now: context.clock.now(), on: db)
-            return ["dryRun": false, "campaign": .string(definition.campaign), "applied": .int(Int64(outcome.applied.count)),
-                    "alreadyMembers": .int(Int64(outcome.alreadyMembers))]
+            return [
+                "dryRun": false, "campaign": .string(definition.campaign), "applied": .int(Int64(outcome.applied.count)),
+                "alreadyMembers": .int(Int64(outcome.alreadyMembers)),
+            ]
         }
-        register("grandfather.audit",
-                 summary: "What grandfathering applied, to whom, when, by whom, under which campaign (oldest first; page with nextCursor)",
-                 params: "{campaign?, userId?, cursor?: integer, limit?: 1..5000 (100)}") { request, context in
+        register(
+            "grandfather.audit",
+            summary: "What grandfathering applied, to whom, when, by whom, under which campaign (oldest first; page with nextCursor)",
+            params: "{campaign?, userId?, cursor?: integer, limit?: 1..5000 (100)}"
+        ) { request, context in
             let p = request.params
             try p.expectOnly("campaign", "userId", "cursor", "limit")
             let campaign = try p.optionalString("campaign", maxLength: 64)
@@ -91,15 +109,19 @@ extension RPCMethodRegistry where Context: GrandfatherRPCContext {
             let rows = try db.query(query)
             var entries: [JSON] = []
             for row in rows.prefix(limit) { entries.append(try AuditLog.entryJSON(row)) }
-            var result: JSONObject = ["entries": .array(entries),
-                                      "nextCursor": rows.count > limit ? .int(Int64(try rows[limit - 1].uint64("id"))) : .null]
+            var result: JSONObject = [
+                "entries": .array(entries),
+                "nextCursor": rows.count > limit ? .int(Int64(try rows[limit - 1].uint64("id"))) : .null,
+            ]
             if let campaign {
                 guard let stored = try Grandfather.loadCampaign(campaign, on: db) else {
                     throw BillingError.notFound("campaign", ["campaign": .string(campaign)])
                 }
                 var summary = stored.json(at: now).objectValue ?? [:]
-                summary["members"] = .int(Int64(try db.queryOne("SELECT COUNT(*) AS n FROM billing_campaign_members WHERE campaign = \(campaign)")?.int("n") ?? 0))
-                let audited = try db.queryOne("""
+                summary["members"] = .int(
+                    Int64(try db.queryOne("SELECT COUNT(*) AS n FROM billing_campaign_members WHERE campaign = \(campaign)")?.int("n") ?? 0))
+                let audited = try db.queryOne(
+                    """
                     SELECT COUNT(*) AS entries, COUNT(DISTINCT target_user_id) AS users FROM audit_log
                     WHERE action = 'grandfather.apply' AND campaign = \(campaign)
                     """)
@@ -109,8 +131,10 @@ extension RPCMethodRegistry where Context: GrandfatherRPCContext {
             }
             return .object(result)
         }
-        register("grandfather.revoke", summary: "End a campaign: its members lose its tier from now on (memberships and audit stay)",
-                 params: "{campaign, actor, reason?}") { request, context in
+        register(
+            "grandfather.revoke", summary: "End a campaign: its members lose its tier from now on (memberships and audit stay)",
+            params: "{campaign, actor, reason?}"
+        ) { request, context in
             try request.params.expectOnly("campaign", "actor", "reason")
             let campaign = try request.params.requireNonEmptyString("campaign", maxLength: 64)
             let actor = try request.params.requireActor()
@@ -125,8 +149,9 @@ extension RPCMethodRegistry where Context: GrandfatherRPCContext {
     }
 
     private static func definition(_ p: RPCParams) throws(RPCError) -> Grandfather.Definition {
-        Grandfather.Definition(campaign: try p.requireNonEmptyString("campaign", maxLength: 64), tier: try p.requireTier(),
-                               expiresAt: try p.optionalTimestamp("expiresAt"),
-                               reason: try p.requireNonEmptyString("reason", maxLength: 255))
+        Grandfather.Definition(
+            campaign: try p.requireNonEmptyString("campaign", maxLength: 64), tier: try p.requireTier(),
+            expiresAt: try p.optionalTimestamp("expiresAt"),
+            reason: try p.requireNonEmptyString("reason", maxLength: 255))
     }
 }

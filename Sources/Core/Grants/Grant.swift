@@ -20,9 +20,11 @@ struct Grant: Sendable, Equatable {
     var revokedBy: String?
     var revokeReason: String?
 
-    init(id: UInt64, userId: String, tier: Tier, startsAt: Timestamp, expiresAt: Timestamp?, reason: String,
-                campaign: String?, idempotencyKey: String, grantedBy: String, createdAt: Timestamp,
-                revokedAt: Timestamp? = nil, revokedBy: String? = nil, revokeReason: String? = nil) {
+    init(
+        id: UInt64, userId: String, tier: Tier, startsAt: Timestamp, expiresAt: Timestamp?, reason: String,
+        campaign: String?, idempotencyKey: String, grantedBy: String, createdAt: Timestamp,
+        revokedAt: Timestamp? = nil, revokedBy: String? = nil, revokeReason: String? = nil
+    ) {
         self.id = id
         self.userId = userId
         self.tier = tier
@@ -84,8 +86,10 @@ struct GrantRequest: Sendable, Equatable {
     var campaign: String?
     var idempotencyKey: String
 
-    init(userId: String, tier: Tier, startsAt: Timestamp?, expiresAt: Timestamp?, reason: String,
-                campaign: String?, idempotencyKey: String) {
+    init(
+        userId: String, tier: Tier, startsAt: Timestamp?, expiresAt: Timestamp?, reason: String,
+        campaign: String?, idempotencyKey: String
+    ) {
         self.userId = userId
         self.tier = tier
         self.startsAt = startsAt

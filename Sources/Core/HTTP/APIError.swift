@@ -9,7 +9,7 @@ struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
     struct Kind: Sendable, Hashable {
         fileprivate enum Value: Sendable, Hashable {
             case badRequest, unauthorized, quotaExceeded, forbidden, notFound, methodNotAllowed, conflict, gone,
-                 payloadTooLarge, unsupportedMediaType, unprocessable, notConfigured, unavailable, internalError
+                payloadTooLarge, unsupportedMediaType, unprocessable, notConfigured, unavailable, internalError
         }
         fileprivate let value: Value
 
@@ -87,16 +87,24 @@ struct APIError: Error, Sendable, Equatable, CustomStringConvertible {
     var description: String { "\(status.code) \(code): \(message)" }
 
     static func badRequest(_ message: String, code: String? = nil) -> APIError { APIError(.badRequest, code: code, message: message) }
-    static func unauthorized(_ message: String = "authentication required", code: String? = nil) -> APIError { APIError(.unauthorized, code: code, message: message) }
+    static func unauthorized(_ message: String = "authentication required", code: String? = nil) -> APIError {
+        APIError(.unauthorized, code: code, message: message)
+    }
     static func quotaExceeded(_ message: String, code: String? = nil) -> APIError { APIError(.quotaExceeded, code: code, message: message) }
-    static func notFound(_ message: String = "no such resource", code: String? = nil) -> APIError { APIError(.notFound, code: code, message: message) }
+    static func notFound(_ message: String = "no such resource", code: String? = nil) -> APIError {
+        APIError(.notFound, code: code, message: message)
+    }
     static func conflict(_ message: String, code: String? = nil) -> APIError { APIError(.conflict, code: code, message: message) }
     static func gone(_ message: String, code: String? = nil) -> APIError { APIError(.gone, code: code, message: message) }
     static func payloadTooLarge(_ message: String, code: String? = nil) -> APIError { APIError(.payloadTooLarge, code: code, message: message) }
-    static func unsupportedMediaType(_ message: String, code: String? = nil) -> APIError { APIError(.unsupportedMediaType, code: code, message: message) }
+    static func unsupportedMediaType(_ message: String, code: String? = nil) -> APIError {
+        APIError(.unsupportedMediaType, code: code, message: message)
+    }
     static func unprocessable(_ message: String, code: String? = nil) -> APIError { APIError(.unprocessable, code: code, message: message) }
     static func notConfigured(_ message: String, code: String? = nil) -> APIError { APIError(.notConfigured, code: code, message: message) }
-    static func unavailable(_ message: String = "service temporarily unavailable, retry later", code: String? = nil) -> APIError { APIError(.unavailable, code: code, message: message) }
+    static func unavailable(_ message: String = "service temporarily unavailable, retry later", code: String? = nil) -> APIError {
+        APIError(.unavailable, code: code, message: message)
+    }
     /// The generic 500. Its message never says what went wrong; the details go to the log.
     static let internalError = APIError(.internalError, message: "internal error")
 }

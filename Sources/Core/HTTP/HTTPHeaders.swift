@@ -45,8 +45,9 @@ struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionaryLitera
 
     /// Field names compare ASCII case-insensitively (RFC 9110 §5.1), without allocating.
     static func sameName(_ a: String, _ b: String) -> Bool {
-        a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8) { x, y in
-            x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A)
-        }
+        a.utf8.count == b.utf8.count
+            && a.utf8.elementsEqual(b.utf8) { x, y in
+                x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A)
+            }
     }
 }

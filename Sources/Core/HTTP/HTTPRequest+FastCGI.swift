@@ -45,9 +45,10 @@ extension HTTPRequest {
                 headers.add(name: HTTPRequest.headerName(fromParam: name[...]), value: value)
             }
         }
-        self.init(method: HTTPMethod(params["REQUEST_METHOD"].flatMap { $0.isEmpty ? nil : $0 } ?? "GET"),
-                  path: path, queryString: query, headers: headers, body: body,
-                  remoteAddress: params["REMOTE_ADDR"] ?? "", id: id)
+        self.init(
+            method: HTTPMethod(params["REQUEST_METHOD"].flatMap { $0.isEmpty ? nil : $0 } ?? "GET"),
+            path: path, queryString: query, headers: headers, body: body,
+            remoteAddress: params["REMOTE_ADDR"] ?? "", id: id)
     }
 
     /// `X_REQUEST_ID` → `x-request-id`. CGI folded `-` into `_`, so the original spelling

@@ -14,8 +14,10 @@ struct HTTPRequest: Sendable {
     /// Values of `:name` segments of the matched route pattern, set by the Router.
     var pathParameters: [String: String] = [:]
 
-    init(method: HTTPMethod, path: String, queryString: String = "", headers: HTTPHeaders = HTTPHeaders(),
-                body: [UInt8] = [], remoteAddress: String = "", id: String = "") {
+    init(
+        method: HTTPMethod, path: String, queryString: String = "", headers: HTTPHeaders = HTTPHeaders(),
+        body: [UInt8] = [], remoteAddress: String = "", id: String = ""
+    ) {
         self.method = method
         self.path = path
         self.queryString = queryString
@@ -85,7 +87,8 @@ extension HTTPRequest {
         // Unicode lower-casing were a tenth of a webhook's instructions): up to the first
         // `;`, without surrounding spaces and tabs, ASCII letters folded to lower case.
         let bytes = Array(value.utf8)
-        var start = 0, end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.count
+        var start = 0
+        var end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.count
         func isBlank(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
         while start < end, isBlank(bytes[start]) { start += 1 }
         while end > start, isBlank(bytes[end - 1]) { end -= 1 }
@@ -138,7 +141,8 @@ struct QueryItem: Sendable, Equatable {
         while index < bytes.count {
             let c = bytes[index]
             if c == UInt8(ascii: "%"), index + 2 < bytes.count,
-               let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) {
+                let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2])
+            {
                 out.append(high << 4 | low)
                 index += 3
             } else {

@@ -64,7 +64,8 @@ struct Router<Context: RequestContextProtocol>: Sendable {
     }
 
     private func respond(to request: HTTPRequest, route: Route, parameters: [String: String], context: Context) -> HTTPResponse {
-        let handler = route.handlers[request.method]
+        let handler =
+            route.handlers[request.method]
             ?? (request.method == .head ? route.handlers[.get] : nil)
         guard let handler else {
             var methods = Set(route.handlers.keys.map(\.rawValue))

@@ -19,7 +19,8 @@ struct HTTPClientResponse: Sendable, Equatable {
             switch parts.first {
             case "no-store"?, "no-cache"?: return 0
             case "max-age"? where parts.count == 2:
-                let digits = parts[1].hasPrefix("\"") && parts[1].hasSuffix("\"") && parts[1].count >= 2
+                let digits =
+                    parts[1].hasPrefix("\"") && parts[1].hasSuffix("\"") && parts[1].count >= 2
                     ? String(parts[1].dropFirst().dropLast()) : parts[1]
                 // Beyond 2^31 is "infinity" to a cache (RFC 9111 §1.2.2): a year is plenty.
                 maxAge = digits.utf8.count > 9 && digits.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) ? 31_536_000 : Int(digits).map { max(0, $0) }
@@ -97,16 +98,20 @@ struct CurlHTTPClient: Sendable {
         ok = ok && ccurl_setopt_slist(handle, CURLOPT_HTTPHEADER, list) == CURLE_OK
         if let caFile { ok = ok && ccurl_setopt_string(handle, CURLOPT_CAINFO, caFile) == CURLE_OK }
         ok = ok && ccurl_setopt_pointer(handle, CURLOPT_WRITEDATA, context) == CURLE_OK
-        ok = ok && ccurl_setopt_write_function(handle, CURLOPT_WRITEFUNCTION, { data, size, count, context in
-            guard let data, let context else { return 0 }
-            let sink = Unmanaged<ResponseSink>.fromOpaque(context).takeUnretainedValue()
-            let length = size * count
-            guard sink.body.count + length <= sink.limit else { return 0 }  // aborts the transfer
-            data.withMemoryRebound(to: UInt8.self, capacity: length) {
-                sink.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
-            }
-            return length
-        }) == CURLE_OK
+        ok =
+            ok
+            && ccurl_setopt_write_function(
+                handle, CURLOPT_WRITEFUNCTION,
+                { data, size, count, context in
+                    guard let data, let context else { return 0 }
+                    let sink = Unmanaged<ResponseSink>.fromOpaque(context).takeUnretainedValue()
+                    let length = size * count
+                    guard sink.body.count + length <= sink.limit else { return 0 }  // aborts the transfer
+                    data.withMemoryRebound(to: UInt8.self, capacity: length) {
+                        sink.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
+                    }
+                    return length
+                }) == CURLE_OK
         guard ok else { throw HTTPClientError(code: -1, message: "libcurl refused an option", isTimeout: false) }
 
         let code = curl_easy_perform(handle)
@@ -125,8 +130,9 @@ struct CurlHTTPClient: Sendable {
             return String(cString: value)
         }
         let retryAfter = header("Retry-After").flatMap { Int($0.trimmingSpaces) }
-        return HTTPClientResponse(status: status, body: sink.body, retryAfterSeconds: retryAfter.map { max(0, $0) },
-                                  freshForSeconds: HTTPClientResponse.freshness(cacheControl: header("Cache-Control"), age: header("Age")))
+        return HTTPClientResponse(
+            status: status, body: sink.body, retryAfterSeconds: retryAfter.map { max(0, $0) },
+            freshForSeconds: HTTPClientResponse.freshness(cacheControl: header("Cache-Control"), age: header("Age")))
     }
 
     /// The body collected by the write callback (one per call, used on the calling thread only).

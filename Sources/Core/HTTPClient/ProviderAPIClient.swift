@@ -17,10 +17,12 @@ struct ProviderAPIClient: Sendable {
     /// Waits between attempts; tests of the schedule need no real sleep.
     let sleep: @Sendable (Int64) -> Void
 
-    init(http: CurlHTTPClient, maxAttempts: Int, maxRetryAfterSeconds: Int,
-         backoff: RetrySchedule = RetrySchedule(baseMilliseconds: 500, capMilliseconds: 8000),
-         errorCodeMember: String, successStatuses: Set<Int> = [200],
-         sleep: @escaping @Sendable (Int64) -> Void = sleepMilliseconds) {
+    init(
+        http: CurlHTTPClient, maxAttempts: Int, maxRetryAfterSeconds: Int,
+        backoff: RetrySchedule = RetrySchedule(baseMilliseconds: 500, capMilliseconds: 8000),
+        errorCodeMember: String, successStatuses: Set<Int> = [200],
+        sleep: @escaping @Sendable (Int64) -> Void = sleepMilliseconds
+    ) {
         self.http = http
         self.maxAttempts = max(1, maxAttempts)
         self.maxRetryAfterSeconds = maxRetryAfterSeconds
@@ -32,13 +34,17 @@ struct ProviderAPIClient: Sendable {
 
     /// The client `settings` describe (a missing `caFile` is a start-up error). `name` is the
     /// settings' section, for that error.
-    init(_ settings: BillingConfiguration.APIClientSettings, name: String, errorCodeMember: String, successStatuses: Set<Int> = [200],
-         sleep: @escaping @Sendable (Int64) -> Void = sleepMilliseconds) throws(ConfigurationError) {
+    init(
+        _ settings: BillingConfiguration.APIClientSettings, name: String, errorCodeMember: String, successStatuses: Set<Int> = [200],
+        sleep: @escaping @Sendable (Int64) -> Void = sleepMilliseconds
+    ) throws(ConfigurationError) {
         if let caFile = settings.caFile, !FileIO.exists(caFile) { throw ConfigurationError("\(name).caFile: \(caFile) does not exist") }
-        let http = CurlHTTPClient(timeoutMilliseconds: settings.timeoutSeconds * 1000,
-                                  connectTimeoutMilliseconds: settings.connectTimeoutSeconds * 1000, caFile: settings.caFile)
-        self.init(http: http, maxAttempts: settings.maxAttempts, maxRetryAfterSeconds: settings.maxRetryAfterSeconds,
-                  errorCodeMember: errorCodeMember, successStatuses: successStatuses, sleep: sleep)
+        let http = CurlHTTPClient(
+            timeoutMilliseconds: settings.timeoutSeconds * 1000,
+            connectTimeoutMilliseconds: settings.connectTimeoutSeconds * 1000, caFile: settings.caFile)
+        self.init(
+            http: http, maxAttempts: settings.maxAttempts, maxRetryAfterSeconds: settings.maxRetryAfterSeconds,
+            errorCodeMember: errorCodeMember, successStatuses: successStatuses, sleep: sleep)
     }
 
     /// GET `url`; `headers` is asked once per attempt (a fresh token each time).
@@ -68,8 +74,10 @@ struct ProviderAPIClient: Sendable {
         do {
             response = try http.get(url, headers: headers)
         } catch {
-            return .failure(Retry(error: ProviderAPIError(.transport, detail: (error.isTimeout ? "timeout: " : "") + error.message),
-                                  waitMilliseconds: backoff.randomDelay(attempt: attempt)))
+            return .failure(
+                Retry(
+                    error: ProviderAPIError(.transport, detail: (error.isTimeout ? "timeout: " : "") + error.message),
+                    waitMilliseconds: backoff.randomDelay(attempt: attempt)))
         }
         if successStatuses.contains(response.status) {
             guard let json = try? JSON.parse(response.body), json.objectValue != nil else {
@@ -88,8 +96,10 @@ struct ProviderAPIClient: Sendable {
             guard retryAfter <= maxRetryAfterSeconds else { throw limited }
             return .failure(Retry(error: limited, waitMilliseconds: Int64(retryAfter) * 1000))
         case 500...599:
-            return .failure(Retry(error: ProviderAPIError(.status, status: response.status, errorCode: code),
-                                  waitMilliseconds: backoff.randomDelay(attempt: attempt)))
+            return .failure(
+                Retry(
+                    error: ProviderAPIError(.status, status: response.status, errorCode: code),
+                    waitMilliseconds: backoff.randomDelay(attempt: attempt)))
         default:
             throw ProviderAPIError(.status, status: response.status, errorCode: code)
         }
@@ -102,7 +112,7 @@ struct ProviderAPIClient: Sendable {
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"):
+                UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"):
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             default:
                 let hex = Array("0123456789ABCDEF".utf8)

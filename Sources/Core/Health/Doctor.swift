@@ -35,8 +35,10 @@ struct Doctor {
             configuration = try BillingConfiguration.load(path: configPath, environment: environment)
             checks.append(Check(name: "configuration", ok: true, detail: "\(configPath ?? "(defaults)") is valid", fix: nil))
         } catch {
-            checks.append(Check(name: "configuration", ok: false, detail: "\(error)",
-                                fix: "correct each key listed, then run the doctor again"))
+            checks.append(
+                Check(
+                    name: "configuration", ok: false, detail: "\(error)",
+                    fix: "correct each key listed, then run the doctor again"))
             return checks
         }
         checks.append(secretFiles())
@@ -69,9 +71,13 @@ struct Doctor {
         var files: [(key: String, path: String)] = []
         func walk(_ object: JSONObject, _ prefix: String) {
             for (key, value) in object {
-                if case .object(let inner) = value { walk(inner, prefix + key + "."); continue }
+                if case .object(let inner) = value {
+                    walk(inner, prefix + key + ".")
+                    continue
+                }
                 if key.hasSuffix("File"), let path = value.stringValue,
-                   ["password", "webhookSecret", "previousWebhookSecret", "privateKey", "key"].contains(String(key.dropLast(4))) {
+                    ["password", "webhookSecret", "previousWebhookSecret", "privateKey", "key"].contains(String(key.dropLast(4)))
+                {
                     files.append((prefix + key, path))
                 }
             }
@@ -108,11 +114,13 @@ struct Doctor {
     func database(_ db: DatabaseConnection) -> Check {
         do {
             let row = try db.queryOne("SELECT CURRENT_USER() AS account, VERSION() AS version")
-            return Check(name: "database", ok: true,
-                         detail: "reachable as \(try row?.string("account") ?? "?") (MariaDB \(try row?.string("version") ?? "?"))", fix: nil)
+            return Check(
+                name: "database", ok: true,
+                detail: "reachable as \(try row?.string("account") ?? "?") (MariaDB \(try row?.string("version") ?? "?"))", fix: nil)
         } catch {
-            return Check(name: "database", ok: false, detail: "cannot connect: \(error.debugDescription)",
-                         fix: "check database.host/port/socket, the account and its password file; is MariaDB up?")
+            return Check(
+                name: "database", ok: false, detail: "cannot connect: \(error.debugDescription)",
+                fix: "check database.host/port/socket, the account and its password file; is MariaDB up?")
         }
     }
 
@@ -131,13 +139,15 @@ struct Doctor {
             let excess = ["ALL PRIVILEGES", "CREATE", "DROP", "ALTER", "GRANT OPTION", "SUPER", "TRIGGER"]
                 .filter { text.contains($0) }
             if !missing.isEmpty {
-                return Check(name: "database grants", ok: false, detail: "the account lacks \(missing.joined(separator: ", ")) on `\(name)`",
-                             fix: "GRANT SELECT, INSERT, UPDATE, DELETE ON \(name).* TO the runtime account")
+                return Check(
+                    name: "database grants", ok: false, detail: "the account lacks \(missing.joined(separator: ", ")) on `\(name)`",
+                    fix: "GRANT SELECT, INSERT, UPDATE, DELETE ON \(name).* TO the runtime account")
             }
             if !excess.isEmpty {
-                return Check(name: "database grants", ok: false,
-                             detail: "the runtime account may change the schema (\(excess.joined(separator: ", ")))",
-                             fix: "use the DML-only account for the daemons and the migrator account for migrations (docs/operations.md, Database accounts)")
+                return Check(
+                    name: "database grants", ok: false,
+                    detail: "the runtime account may change the schema (\(excess.joined(separator: ", ")))",
+                    fix: "use the DML-only account for the daemons and the migrator account for migrations (docs/operations.md, Database accounts)")
             }
             return Check(name: "database grants", ok: true, detail: "SELECT, INSERT, UPDATE, DELETE on `\(name)` and no DDL", fix: nil)
         } catch {
@@ -148,7 +158,9 @@ struct Doctor {
     func migrations(_ db: DatabaseConnection) -> Check {
         do {
             let status = try Migrator(directory: sqlDirectory).status(using: db)
-            var pending: [String] = [], changed: [String] = [], missing: [String] = []
+            var pending: [String] = []
+            var changed: [String] = []
+            var missing: [String] = []
             for entry in status {
                 switch entry.state {
                 case .applied: break
@@ -158,16 +170,19 @@ struct Doctor {
                 }
             }
             if !changed.isEmpty {
-                return Check(name: "migrations", ok: false, detail: "applied files changed since: \(changed.joined(separator: ", "))",
-                             fix: "restore the files as applied (git checkout); a change is a new migration")
+                return Check(
+                    name: "migrations", ok: false, detail: "applied files changed since: \(changed.joined(separator: ", "))",
+                    fix: "restore the files as applied (git checkout); a change is a new migration")
             }
             if !pending.isEmpty {
-                return Check(name: "migrations", ok: false, detail: "\(pending.count) pending (\(pending.joined(separator: ", ")))",
-                             fix: "billing-rpc migrate as the migrator account (systemctl restart billing-rpc does it)")
+                return Check(
+                    name: "migrations", ok: false, detail: "\(pending.count) pending (\(pending.joined(separator: ", ")))",
+                    fix: "billing-rpc migrate as the migrator account (systemctl restart billing-rpc does it)")
             }
             if !missing.isEmpty {
-                return Check(name: "migrations", ok: false, detail: "applied but not in \(sqlDirectory): \(missing.joined(separator: ", "))",
-                             fix: "install this release's sql/ directory (the binaries are older than the database?)")
+                return Check(
+                    name: "migrations", ok: false, detail: "applied but not in \(sqlDirectory): \(missing.joined(separator: ", "))",
+                    fix: "install this release's sql/ directory (the binaries are older than the database?)")
             }
             return Check(name: "migrations", ok: true, detail: "\(status.count) applied, checksums intact", fix: nil)
         } catch {
@@ -184,8 +199,9 @@ struct Doctor {
             let local = (before.millisecondsSinceEpoch + after.millisecondsSinceEpoch) / 2
             let skew = server - local
             if abs(skew) > maxClockSkewMilliseconds {
-                return Check(name: "clock", ok: false, detail: "this host and the database differ by \(skew) ms",
-                             fix: "run NTP (systemd-timesyncd or chrony) on both hosts")
+                return Check(
+                    name: "clock", ok: false, detail: "this host and the database differ by \(skew) ms",
+                    fix: "run NTP (systemd-timesyncd or chrony) on both hosts")
             }
             return Check(name: "clock", ok: true, detail: "within \(abs(skew)) ms of the database", fix: nil)
         } catch {
@@ -218,8 +234,9 @@ struct Doctor {
         let directory = MetricsDirectory.of(configuration)
         let live = directory.readAll(now: now)
         guard !live.isEmpty else {
-            return Check(name: "workers", ok: false, detail: "no worker published its state in \(directory.path) lately",
-                         fix: "systemctl start billing-fcgi@1.socket billing-fcgi@1 (and the others); journalctl -u 'billing-fcgi@*'")
+            return Check(
+                name: "workers", ok: false, detail: "no worker published its state in \(directory.path) lately",
+                fix: "systemctl start billing-fcgi@1.socket billing-fcgi@1 (and the others); journalctl -u 'billing-fcgi@*'")
         }
         let names = live.map { "\($0.worker) (pid \($0.pid), \($0.threads) threads)" }.sorted()
         return Check(name: "workers", ok: true, detail: "\(live.count) up: \(names.joined(separator: ", "))", fix: nil)
@@ -234,8 +251,9 @@ struct Doctor {
             let response = try client.get(url, headers: [])
             let body = (try? JSON.parse(response.body)) ?? .null
             guard response.status == 200, body["database"]?.stringValue == "ok" else {
-                return Check(name: "through nginx", ok: false, detail: "\(url) answered \(response.status)",
-                             fix: "nginx -t; is the site enabled and its upstream naming the worker sockets?")
+                return Check(
+                    name: "through nginx", ok: false, detail: "\(url) answered \(response.status)",
+                    fix: "nginx -t; is the site enabled and its upstream naming the worker sockets?")
             }
             return Check(name: "through nginx", ok: true, detail: "\(url) answers, database ok", fix: nil)
         } catch {
@@ -248,9 +266,10 @@ struct Doctor {
     func tokenKeys(_ configuration: BillingConfiguration) -> Check {
         if let url = configuration.auth.keysUrl { return issuerKeys(configuration, url: url) }
         guard let path = configuration.auth.keysFile else {
-            return Check(name: "token keys", ok: false,
-                         detail: "neither auth.keysUrl nor auth.keysFile is set: every authenticated route answers 501",
-                         fix: "set auth.keysUrl (the issuer's published keys), auth.issuer and auth.audience")
+            return Check(
+                name: "token keys", ok: false,
+                detail: "neither auth.keysUrl nor auth.keysFile is set: every authenticated route answers 501",
+                fix: "set auth.keysUrl (the issuer's published keys), auth.issuer and auth.audience")
         }
         do {
             let keys = try TokenKeySet.load(path: path)
@@ -259,13 +278,17 @@ struct Doctor {
                 value.stringValue.flatMap(CertificateExpiry.notAfter(pem:)).map { (kid, $0) }
             }
             if let soonest = expiries.min(by: { $0.1 < $1.1 }), soonest.1 < now.adding(seconds: expiryWarningSeconds),
-               expiries.allSatisfy({ $0.1 < now.adding(seconds: expiryWarningSeconds) }) {
-                return Check(name: "token keys", ok: false,
-                             detail: "every certificate in \(path) expires by \(soonest.1.iso8601) (kid \(soonest.0) first)",
-                             fix: "publish the provider's current keys into \(path) (the workers take them without a restart)")
+                expiries.allSatisfy({ $0.1 < now.adding(seconds: expiryWarningSeconds) })
+            {
+                return Check(
+                    name: "token keys", ok: false,
+                    detail: "every certificate in \(path) expires by \(soonest.1.iso8601) (kid \(soonest.0) first)",
+                    fix: "publish the provider's current keys into \(path) (the workers take them without a restart)")
             }
-            return Check(name: "token keys", ok: true, detail: "\(keys.keys.count) key(s) in \(path)"
-                         + (expiries.isEmpty ? "" : ", valid until \(expiries.map(\.1).max()!.iso8601)"), fix: nil)
+            return Check(
+                name: "token keys", ok: true,
+                detail: "\(keys.keys.count) key(s) in \(path)"
+                    + (expiries.isEmpty ? "" : ", valid until \(expiries.map(\.1).max()!.iso8601)"), fix: nil)
         } catch {
             return Check(name: "token keys", ok: false, detail: "\(error)", fix: "write a JSON {kid: PEM} map or a JWKS to \(path)")
         }
@@ -275,7 +298,8 @@ struct Doctor {
     /// key sets (age, fetches failing in a row).
     func issuerKeys(_ configuration: BillingConfiguration, url: String) -> Check {
         let directory = MetricsDirectory.of(configuration)
-        var ages: [Double] = [], failing: [String] = []
+        var ages: [Double] = []
+        var failing: [String] = []
         for snapshot in directory.readAll(now: now) {
             for sample in snapshot.samples {
                 if sample.name == "billing_auth_keys_age_seconds" { ages.append(sample.value) }
@@ -288,23 +312,27 @@ struct Doctor {
         do {
             let (keys, _, maxAge) = try TokenKeyStore.download(TokenKeyStore.Issuer(configuration.auth, url: url))
             guard failing.isEmpty else {
-                return Check(name: "token keys", ok: false,
-                             detail: "\(url) answers \(keys.keys.count) key(s) here, but fetches fail in \(failing.joined(separator: ", "))\(workers)",
-                             fix: "read the workers' log (\"token keys not fetched\"): their network, auth.caFile, a proxy")
+                return Check(
+                    name: "token keys", ok: false,
+                    detail: "\(url) answers \(keys.keys.count) key(s) here, but fetches fail in \(failing.joined(separator: ", "))\(workers)",
+                    fix: "read the workers' log (\"token keys not fetched\"): their network, auth.caFile, a proxy")
             }
-            return Check(name: "token keys", ok: true,
-                         detail: "\(keys.keys.count) key(s) at \(url), fresh for \(maxAge) s\(workers)", fix: nil)
+            return Check(
+                name: "token keys", ok: true,
+                detail: "\(keys.keys.count) key(s) at \(url), fresh for \(maxAge) s\(workers)", fix: nil)
         } catch {
-            return Check(name: "token keys", ok: false, detail: "\(error)\(workers) (the workers keep their last good keys)",
-                         fix: "check that this host reaches \(url) over HTTPS (DNS, firewall, auth.caFile)")
+            return Check(
+                name: "token keys", ok: false, detail: "\(error)\(workers) (the workers keep their last good keys)",
+                fix: "check that this host reaches \(url) over HTTPS (DNS, firewall, auth.caFile)")
         }
     }
 
     func appleRoots(_ configuration: BillingConfiguration) -> Check {
         let apple = configuration.apple
         guard !apple.trustedRootsFiles.isEmpty else {
-            return Check(name: "App Store roots", ok: false, detail: "apple.trustedRootsFiles is empty: the App Store routes answer 501",
-                         fix: "install Apple Root CA - G3 and list it in apple.trustedRootsFiles")
+            return Check(
+                name: "App Store roots", ok: false, detail: "apple.trustedRootsFiles is empty: the App Store routes answer 501",
+                fix: "install Apple Root CA - G3 and list it in apple.trustedRootsFiles")
         }
         do {
             _ = try AppleSignedDataVerifier.load(apple)
@@ -315,8 +343,9 @@ struct Doctor {
                 if let notAfter, notAfter < now.adding(seconds: expiryWarningSeconds) { expiring.append("\(path) (\(notAfter.iso8601))") }
             }
             if !expiring.isEmpty {
-                return Check(name: "App Store roots", ok: false, detail: "expiring: \(expiring.joined(separator: ", "))",
-                             fix: "install Apple's current root certificate")
+                return Check(
+                    name: "App Store roots", ok: false, detail: "expiring: \(expiring.joined(separator: ", "))",
+                    fix: "install Apple's current root certificate")
             }
             return Check(name: "App Store roots", ok: true, detail: "\(apple.trustedRootsFiles.count) root(s) load", fix: nil)
         } catch {
@@ -327,13 +356,15 @@ struct Doctor {
     func appStoreKey(_ configuration: BillingConfiguration) -> Check {
         let api = configuration.apple.serverApi
         do {
-            _ = try AppStoreServerAPIToken(issuerId: api.issuerId ?? "", keyId: api.keyId ?? "",
-                                           bundleId: configuration.apple.bundleId ?? "", privateKeyPEM: api.privateKey ?? "",
-                                           lifetimeSeconds: api.tokenLifetimeSeconds)
+            _ = try AppStoreServerAPIToken(
+                issuerId: api.issuerId ?? "", keyId: api.keyId ?? "",
+                bundleId: configuration.apple.bundleId ?? "", privateKeyPEM: api.privateKey ?? "",
+                lifetimeSeconds: api.tokenLifetimeSeconds)
             return Check(name: "App Store API key", ok: true, detail: "key \(api.keyId ?? "?") loads (EC P-256)", fix: nil)
         } catch {
-            return Check(name: "App Store API key", ok: false, detail: "\(error)",
-                         fix: "the In-App Purchase key (.p8) from App Store Connect, as apple.serverApi.privateKeyFile")
+            return Check(
+                name: "App Store API key", ok: false, detail: "\(error)",
+                fix: "the In-App Purchase key (.p8) from App Store Connect, as apple.serverApi.privateKeyFile")
         }
     }
 }

@@ -13,9 +13,12 @@ extension RPCMethodRegistry where Context: SystemRPCContext {
     /// `system.health` and `system.listMethods`: what the CLI and monitoring need from a
     /// daemon that has no other feature yet.
     mutating func registerSystemMethods() {
-        register("system.health",
-                 summary: "Daemon status: pid, uptime, version, server time, database probe and the FastCGI workers (pid, uptime, requests served, busy threads)",
-                 params: "none") { request, context in
+        register(
+            "system.health",
+            summary:
+                "Daemon status: pid, uptime, version, server time, database probe and the FastCGI workers (pid, uptime, requests served, busy threads)",
+            params: "none"
+        ) { request, context in
             try request.params.expectOnly()
             let uptimeMilliseconds = monotonicMilliseconds() - context.server.startedAtMonotonicMilliseconds
             return [
@@ -26,18 +29,26 @@ extension RPCMethodRegistry where Context: SystemRPCContext {
                 "startedAt": .string(context.server.startedAt.iso8601),
                 "serverTime": .string(context.clock.now().iso8601),
                 "database": context.databaseStatus(),
-                "workers": .array(context.metricsDirectory.readAll(now: context.clock.now()).sorted { $0.worker < $1.worker }.map { $0.summary(now: context.clock.now()) }),
+                "workers": .array(
+                    context.metricsDirectory.readAll(now: context.clock.now()).sorted { $0.worker < $1.worker }.map {
+                        $0.summary(now: context.clock.now())
+                    }),
             ]
         }
-        register("system.listMethods", summary: "Names, one-line descriptions and params of all methods",
-                 params: "none") { request, context in
+        register(
+            "system.listMethods", summary: "Names, one-line descriptions and params of all methods",
+            params: "none"
+        ) { request, context in
             try request.params.expectOnly()
-            return .array(context.registry.methods.map { method in
-                var types = JSONObject()
-                for (name, type) in RPCParamType.parse(method.paramsHelp) { types[name] = .string(type.description) }
-                return ["name": .string(method.name), "summary": .string(method.summary), "params": .string(method.paramsHelp),
-                        "paramTypes": .object(types)]
-            })
+            return .array(
+                context.registry.methods.map { method in
+                    var types = JSONObject()
+                    for (name, type) in RPCParamType.parse(method.paramsHelp) { types[name] = .string(type.description) }
+                    return [
+                        "name": .string(method.name), "summary": .string(method.summary), "params": .string(method.paramsHelp),
+                        "paramTypes": .object(types),
+                    ]
+                })
         }
     }
 }

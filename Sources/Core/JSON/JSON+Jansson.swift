@@ -13,8 +13,10 @@ extension JSON {
     /// it parsed: the same bytes as `serialized()` of that member, without building a
     /// jansson tree from the Swift value again. The RevenueCat webhook stores its `event`
     /// so (the rebuild was ~48k instructions of an ingested event).
-    static func parse(_ bytes: some Collection<UInt8>, limits: JSONLimits = .default,
-                      serializingMember key: String) throws(JSONError) -> (value: JSON, member: [UInt8]?) {
+    static func parse(
+        _ bytes: some Collection<UInt8>, limits: JSONLimits = .default,
+        serializingMember key: String
+    ) throws(JSONError) -> (value: JSON, member: [UInt8]?) {
         try parsed(bytes, limits: limits) { root throws(JSONError) in
             let value = try JSON(jansson: root, depth: 0, maxDepth: limits.maxDepth)
             var key = key
@@ -26,24 +28,29 @@ extension JSON {
     }
 
     /// Runs `body` on the jansson tree of `bytes` (released after), with `parse`'s rules.
-    private static func parsed<T>(_ bytes: some Collection<UInt8>, limits: JSONLimits,
-                                  _ body: (UnsafeMutablePointer<json_t>) throws(JSONError) -> T) throws(JSONError) -> T {
+    private static func parsed<T>(
+        _ bytes: some Collection<UInt8>, limits: JSONLimits,
+        _ body: (UnsafeMutablePointer<json_t>) throws(JSONError) -> T
+    ) throws(JSONError) -> T {
         guard bytes.count <= limits.maxBytes else {
             throw JSONError(kind: .tooLarge, message: "document exceeds \(limits.maxBytes) bytes")
         }
         var error = json_error_t()
         let flags = JSON_REJECT_DUPLICATES | JSON_DECODE_ANY
-        let root: UnsafeMutablePointer<json_t>? = bytes.withContiguousStorageIfAvailable { buffer in
-            buffer.withMemoryRebound(to: CChar.self) { json_loadb($0.baseAddress, $0.count, Int(flags), &error) }
-        } ?? Array(bytes).withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: CChar.self) { json_loadb($0.baseAddress, $0.count, Int(flags), &error) }
-        }
+        let root: UnsafeMutablePointer<json_t>? =
+            bytes.withContiguousStorageIfAvailable { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { json_loadb($0.baseAddress, $0.count, Int(flags), &error) }
+            }
+            ?? Array(bytes).withUnsafeBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { json_loadb($0.baseAddress, $0.count, Int(flags), &error) }
+            }
         guard let root else {
             let message = withUnsafeBytes(of: &error.text) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
-            throw JSONError(kind: .syntax, message: message, line: Int(error.line),
-                            column: Int(error.column), position: Int(error.position))
+            throw JSONError(
+                kind: .syntax, message: message, line: Int(error.line),
+                column: Int(error.column), position: Int(error.position))
         }
         defer { cjansson_decref(root) }
         return try body(root)
@@ -109,7 +116,7 @@ extension JSON {
 
     /// Compact UTF-8 text of a jansson value (the caller keeps its reference).
     static func serialize(jansson root: UnsafeMutablePointer<json_t>) -> [UInt8] {
-        let flags = JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17)
+        let flags = JSON_COMPACT | JSON_ENCODE_ANY | janssonRealPrecision(17)
         // One pass into a buffer that fits most documents (a log line, a snapshot); only a
         // larger one is dumped again at its exact size. (Sizing with json_dumpb first
         // serialized everything twice; a dump callback appended piece by piece.)
@@ -160,4 +167,5 @@ extension JSON {
     }
 }
 
-private func JSON_REAL_PRECISION(_ n: Int32) -> Int32 { (n & 0x1F) << 11 }
+/// jansson's `JSON_REAL_PRECISION(n)`, a macro Swift cannot import.
+private func janssonRealPrecision(_ n: Int32) -> Int32 { (n & 0x1F) << 11 }

@@ -92,9 +92,10 @@ struct JSONObject: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral
     /// Same members in the same order with identical values: what serializes to the same
     /// text (`==` ignores order, and pays a key lookup per member for it).
     func isIdentical(to other: JSONObject) -> Bool {
-        entries.count == other.entries.count && zip(entries, other.entries).allSatisfy { a, b in
-            a.key.utf8.elementsEqual(b.key.utf8) && a.value.isIdentical(to: b.value)
-        }
+        entries.count == other.entries.count
+            && zip(entries, other.entries).allSatisfy { a, b in
+                a.key.utf8.elementsEqual(b.key.utf8) && a.value.isIdentical(to: b.value)
+            }
     }
 }
 
@@ -105,7 +106,7 @@ extension JSON {
         case (.object(let a), .object(let b)): return a.isIdentical(to: b)
         case (.array(let a), .array(let b)): return a.count == b.count && zip(a, b).allSatisfy { $0.isIdentical(to: $1) }
         case (.string(let a), .string(let b)): return a.utf8.elementsEqual(b.utf8)  // == is canonical equivalence
-        case (.double(let a), .double(let b)): return a.bitPattern == b.bitPattern   // == holds for 0.0 and -0.0
+        case (.double(let a), .double(let b)): return a.bitPattern == b.bitPattern  // == holds for 0.0 and -0.0
         default: return self == other
         }
     }

@@ -95,9 +95,11 @@ final class BillingMetrics: Sendable {
         var samples: [MetricSample] = []
         for provider in WebhookProvider.allCases {
             for outcome in WebhookOutcome.allCases {
-                samples.append(MetricSample("billing_webhook_events_total",
-                                            ["provider": provider.rawValue, "outcome": outcome.rawValue],
-                                            Double(webhookCounter(provider, outcome).current)))
+                samples.append(
+                    MetricSample(
+                        "billing_webhook_events_total",
+                        ["provider": provider.rawValue, "outcome": outcome.rawValue],
+                        Double(webhookCounter(provider, outcome).current)))
             }
         }
         for (index, decision) in UsageDecision.allCases.enumerated() {

@@ -46,7 +46,11 @@ struct MetricsDirectory: Sendable {
         while offset < bytes.count {
             let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
             if n < 0 && errno == EINTR { continue }
-            if n <= 0 { close(fd); unlink(temporary); return false }
+            if n <= 0 {
+                close(fd)
+                unlink(temporary)
+                return false
+            }
             offset += n
         }
         close(fd)
@@ -64,7 +68,8 @@ struct MetricsDirectory: Sendable {
         var snapshots: [WorkerSnapshot] = []
         for name in names where name.hasSuffix(".json") {
             guard let bytes = try? FileIO.read("\(path)/\(name)", maxBytes: 1 << 20),
-                  let json = try? JSON.parse(bytes), let snapshot = WorkerSnapshot(json: json) else { continue }
+                let json = try? JSON.parse(bytes), let snapshot = WorkerSnapshot(json: json)
+            else { continue }
             guard now.millisecondsSinceEpoch - snapshot.publishedAt.millisecondsSinceEpoch <= maxAgeMilliseconds else { continue }
             guard kill(Int32(snapshot.pid), 0) == 0 || errno == EPERM else { continue }
             snapshots.append(snapshot)
@@ -84,8 +89,10 @@ final class MetricsPublisher: Sendable {
     /// stopped worker never leaves its file behind. Taken once a second, never by requests.
     private let stopped = Mutex<Bool>(false)
 
-    init(metrics: WorkerMetrics, directory: MetricsDirectory, clock: any BillingClock = SystemClock(),
-                intervalMilliseconds: Int = 1000) {
+    init(
+        metrics: WorkerMetrics, directory: MetricsDirectory, clock: any BillingClock = SystemClock(),
+        intervalMilliseconds: Int = 1000
+    ) {
         self.metrics = metrics
         self.directory = directory
         self.clock = clock

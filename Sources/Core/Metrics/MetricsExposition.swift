@@ -48,32 +48,38 @@ struct WorkerSnapshot: Sendable, Equatable {
             "startedAtMs": .int(startedAt.millisecondsSinceEpoch), "publishedAtMs": .int(publishedAt.millisecondsSinceEpoch),
             "threads": .int(Int64(threads)), "busy": .int(Int64(busy)), "requestsServed": .int(Int64(requestsServed)),
             // [name, [key, value, key, value, ...], value]: labels keep their order.
-            "samples": .array(samples.map { sample in
-                [.string(sample.name), .array(sample.labels.flatMap { [JSON.string($0.0), JSON.string($0.1)] }), .double(sample.value)]
-            }),
+            "samples": .array(
+                samples.map { sample in
+                    [.string(sample.name), .array(sample.labels.flatMap { [JSON.string($0.0), JSON.string($0.1)] }), .double(sample.value)]
+                }),
         ]
     }
 
     /// Reads `json` (as written by `json`); nil when it is not a snapshot.
     init?(json: JSON) {
         guard let worker = json["worker"]?.stringValue, let pid = json["pid"]?.intValue,
-              let started = json["startedAtMs"]?.int64Value, let published = json["publishedAtMs"]?.int64Value,
-              let threads = json["threads"]?.intValue, let busy = json["busy"]?.intValue,
-              let served = json["requestsServed"]?.intValue, let rawSamples = json["samples"]?.arrayValue else { return nil }
+            let started = json["startedAtMs"]?.int64Value, let published = json["publishedAtMs"]?.int64Value,
+            let threads = json["threads"]?.intValue, let busy = json["busy"]?.intValue,
+            let served = json["requestsServed"]?.intValue, let rawSamples = json["samples"]?.arrayValue
+        else { return nil }
         var samples: [MetricSample] = []
         for raw in rawSamples {
             guard let name = raw[0]?.stringValue, let flat = raw[1]?.arrayValue?.compactMap(\.stringValue),
-                  flat.count % 2 == 0, let value = raw[2]?.doubleValue else { return nil }
+                flat.count % 2 == 0, let value = raw[2]?.doubleValue
+            else { return nil }
             let labels = stride(from: 0, to: flat.count, by: 2).map { (flat[$0], flat[$0 + 1]) }
             samples.append(MetricSample(name: name, labels: labels, value: value))
         }
-        self.init(worker: worker, pid: pid, startedAt: Timestamp(millisecondsSinceEpoch: started),
-                  publishedAt: Timestamp(millisecondsSinceEpoch: published), threads: threads, busy: busy,
-                  requestsServed: served, samples: samples)
+        self.init(
+            worker: worker, pid: pid, startedAt: Timestamp(millisecondsSinceEpoch: started),
+            publishedAt: Timestamp(millisecondsSinceEpoch: published), threads: threads, busy: busy,
+            requestsServed: served, samples: samples)
     }
 
-    init(worker: String, pid: Int, startedAt: Timestamp, publishedAt: Timestamp, threads: Int, busy: Int,
-                requestsServed: Int, samples: [MetricSample]) {
+    init(
+        worker: String, pid: Int, startedAt: Timestamp, publishedAt: Timestamp, threads: Int, busy: Int,
+        requestsServed: Int, samples: [MetricSample]
+    ) {
         self.worker = worker
         self.pid = pid
         self.startedAt = startedAt
@@ -107,23 +113,38 @@ enum MetricsExposition {
     }
 
     /// Every family a worker publishes, in exposition order.
-    static let families: [Family] = [
-        Family(name: "billing_http_requests_total", type: "counter", help: "Requests answered, by route pattern and HTTP status."),
-        Family(name: "billing_http_request_duration_seconds", type: "histogram", help: "Time from accept to the last byte written, by route pattern."),
-        Family(name: "billing_webhook_events_total", type: "counter", help: "Webhook deliveries and posted transactions by provider and outcome (applied, duplicate, unmatched, ignored, quarantined, rejected)."),
-        Family(name: "billing_usage_decisions_total", type: "counter", help: "POST /billing/usage decisions: allowed, over_limit (recorded in observe mode), refused (402)."),
-        Family(name: "billing_db_errors_total", type: "counter", help: "Database errors that reached a request, by kind."),
-        Family(name: "billing_db_retries_total", type: "counter", help: "Transactions re-run after a deadlock or lock wait timeout."),
-        Family(name: "billing_snapshot_cache_total", type: "counter", help: "GET /billing/access served from the worker's snapshot cache (hit) or read in full (miss)."),
-        Family(name: "billing_worker_threads", type: "gauge", help: "Threads (and database connections) of the worker process."),
-        Family(name: "billing_worker_busy_threads", type: "gauge", help: "Threads serving a request right now (the rest are idle in accept)."),
-        Family(name: "billing_worker_requests_served_total", type: "counter", help: "Requests served since the worker process started."),
-        Family(name: "billing_worker_start_time_seconds", type: "gauge", help: "Start time of the worker process, seconds since the epoch."),
-        Family(name: "billing_auth_keys", type: "gauge", help: "ID-token signing keys in force (auth.keysUrl or auth.keysFile)."),
-        Family(name: "billing_auth_keys_age_seconds", type: "gauge", help: "Seconds since the key set in force was fetched from auth.keysUrl (or read from auth.keysFile)."),
-        Family(name: "billing_auth_keys_fetches_total", type: "counter", help: "Fetches of auth.keysUrl, by outcome (ok, error)."),
-        Family(name: "billing_auth_keys_consecutive_fetch_errors", type: "gauge", help: "Fetches of auth.keysUrl failed in a row since the last good one (the last good keys stay in force)."),
-    ] + ProcessStats.families
+    static let families: [Family] =
+        [
+            Family(name: "billing_http_requests_total", type: "counter", help: "Requests answered, by route pattern and HTTP status."),
+            Family(
+                name: "billing_http_request_duration_seconds", type: "histogram", help: "Time from accept to the last byte written, by route pattern."
+            ),
+            Family(
+                name: "billing_webhook_events_total", type: "counter",
+                help:
+                    "Webhook deliveries and posted transactions by provider and outcome (applied, duplicate, unmatched, ignored, quarantined, rejected)."
+            ),
+            Family(
+                name: "billing_usage_decisions_total", type: "counter",
+                help: "POST /billing/usage decisions: allowed, over_limit (recorded in observe mode), refused (402)."),
+            Family(name: "billing_db_errors_total", type: "counter", help: "Database errors that reached a request, by kind."),
+            Family(name: "billing_db_retries_total", type: "counter", help: "Transactions re-run after a deadlock or lock wait timeout."),
+            Family(
+                name: "billing_snapshot_cache_total", type: "counter",
+                help: "GET /billing/access served from the worker's snapshot cache (hit) or read in full (miss)."),
+            Family(name: "billing_worker_threads", type: "gauge", help: "Threads (and database connections) of the worker process."),
+            Family(name: "billing_worker_busy_threads", type: "gauge", help: "Threads serving a request right now (the rest are idle in accept)."),
+            Family(name: "billing_worker_requests_served_total", type: "counter", help: "Requests served since the worker process started."),
+            Family(name: "billing_worker_start_time_seconds", type: "gauge", help: "Start time of the worker process, seconds since the epoch."),
+            Family(name: "billing_auth_keys", type: "gauge", help: "ID-token signing keys in force (auth.keysUrl or auth.keysFile)."),
+            Family(
+                name: "billing_auth_keys_age_seconds", type: "gauge",
+                help: "Seconds since the key set in force was fetched from auth.keysUrl (or read from auth.keysFile)."),
+            Family(name: "billing_auth_keys_fetches_total", type: "counter", help: "Fetches of auth.keysUrl, by outcome (ok, error)."),
+            Family(
+                name: "billing_auth_keys_consecutive_fetch_errors", type: "gauge",
+                help: "Fetches of auth.keysUrl failed in a row since the last good one (the last good keys stay in force)."),
+        ] + ProcessStats.families
 
     private static func family(of sampleName: String) -> String {
         for suffix in ["_bucket", "_sum", "_count"] where sampleName.hasSuffix(suffix) {

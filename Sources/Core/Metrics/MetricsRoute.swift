@@ -6,9 +6,12 @@ enum MetricsRoute {
 
     /// `database`: the connection of the thread serving the scrape, for `DatabaseGauges`
     /// (nil: those gauges are left out).
-    static func handler<Context: RequestContextProtocol>(own: WorkerMetrics, directory: MetricsDirectory, clock: any BillingClock,
-                                                         database: @escaping @Sendable (Context) -> DatabaseConnection? = { _ in nil })
-        -> RouteHandler<Context> {
+    static func handler<Context: RequestContextProtocol>(
+        own: WorkerMetrics, directory: MetricsDirectory, clock: any BillingClock,
+        database: @escaping @Sendable (Context) -> DatabaseConnection? = { _ in nil }
+    )
+        -> RouteHandler<Context>
+    {
         { _, context in
             let now = clock.now()
             var snapshots = directory.readAll(now: now).filter { $0.worker != own.worker }

@@ -18,7 +18,8 @@ enum ProcessStats {
         var samples = [MetricSample("process_start_time_seconds", [:], Double(startedAt.millisecondsSinceEpoch) / 1000)]
         var usage = rusage()
         if getrusage(RUSAGE_SELF.rawValue, &usage) == 0 {
-            let seconds = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+            let seconds =
+                Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
                 + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1_000_000
             samples.append(MetricSample("process_cpu_seconds_total", [:], seconds))
         }

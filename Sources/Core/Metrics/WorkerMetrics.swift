@@ -88,7 +88,8 @@ final class WorkerMetrics: Sendable {
     /// What is published to the metrics directory and read back by the metrics route,
     /// `system.health` and `scripts/workerctl status`.
     func snapshot(now: Timestamp) -> WorkerSnapshot {
-        WorkerSnapshot(worker: worker, pid: Int(processID), startedAt: startedAt, publishedAt: now, threads: threads,
-                       busy: busy.current, requestsServed: served.current, samples: samples())
+        WorkerSnapshot(
+            worker: worker, pid: Int(processID), startedAt: startedAt, publishedAt: now, threads: threads,
+            busy: busy.current, requestsServed: served.current, samples: samples())
     }
 }

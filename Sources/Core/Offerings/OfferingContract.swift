@@ -78,8 +78,14 @@ struct OfferingContract: Sendable, Equatable {
         if let object = root["offerings"]?.objectValue, !object.isEmpty {
             for (id, value) in object {
                 let path = "offerings.\(id)"
-                guard Self.isId(id) else { problems.append("\(path): invalid id (1 to 64 of letters, digits, . _ : -)"); continue }
-                guard let entry = value.objectValue else { problems.append("\(path): expected an object"); continue }
+                guard Self.isId(id) else {
+                    problems.append("\(path): invalid id (1 to 64 of letters, digits, . _ : -)")
+                    continue
+                }
+                guard let entry = value.objectValue else {
+                    problems.append("\(path): expected an object")
+                    continue
+                }
                 for key in entry.keys where key != "products" && key != "description" { problems.append("\(path).\(key): unknown key") }
                 if let d = entry["description"], d.stringValue == nil { problems.append("\(path).description: expected a string") }
                 guard let list = entry["products"]?.arrayValue, !list.isEmpty else {
@@ -101,9 +107,13 @@ struct OfferingContract: Sendable, Equatable {
         if let object = root["ladders"]?.objectValue {
             for (id, value) in object {
                 let path = "ladders.\(id)"
-                guard Self.isId(id) else { problems.append("\(path): invalid id"); continue }
+                guard Self.isId(id) else {
+                    problems.append("\(path): invalid id")
+                    continue
+                }
                 guard let stages = value.arrayValue?.compactMap(\.stringValue), stages.count == value.arrayValue?.count,
-                      !stages.isEmpty else {
+                    !stages.isEmpty
+                else {
                     problems.append("\(path): expected a non-empty array of offering ids")
                     continue
                 }
@@ -121,12 +131,21 @@ struct OfferingContract: Sendable, Equatable {
         if let object = root["placements"]?.objectValue, !object.isEmpty {
             for (id, value) in object {
                 let path = "placements.\(id)"
-                guard Self.isId(id) else { problems.append("\(path): invalid id"); continue }
-                guard let entry = value.objectValue else { problems.append("\(path): expected an object"); continue }
+                guard Self.isId(id) else {
+                    problems.append("\(path): invalid id")
+                    continue
+                }
+                guard let entry = value.objectValue else {
+                    problems.append("\(path): expected an object")
+                    continue
+                }
                 for key in entry.keys where !["ladder", "offering", "eligible"].contains(key) { problems.append("\(path).\(key): unknown key") }
                 var eligible = false
                 if let e = entry["eligible"] {
-                    guard case .bool(let flag) = e else { problems.append("\(path).eligible: expected a boolean"); continue }
+                    guard case .bool(let flag) = e else {
+                        problems.append("\(path).eligible: expected a boolean")
+                        continue
+                    }
                     eligible = flag
                 }
                 switch (entry["ladder"]?.stringValue, entry["offering"]?.stringValue) {
@@ -152,7 +171,10 @@ struct OfferingContract: Sendable, Equatable {
             var seen: Set<String> = []
             for (id, value) in object {
                 let path = "subscriptionGroups.\(id)"
-                guard Self.isId(id) else { problems.append("\(path): invalid id"); continue }
+                guard Self.isId(id) else {
+                    problems.append("\(path): invalid id")
+                    continue
+                }
                 guard let list = value.arrayValue?.compactMap(\.stringValue), list.count == value.arrayValue?.count, !list.isEmpty else {
                     problems.append("\(path): expected a non-empty array of product ids")
                     continue
@@ -175,7 +197,10 @@ struct OfferingContract: Sendable, Equatable {
     }
 
     private static func product(_ item: JSON, path: String, problems: inout [String]) -> Product? {
-        guard let entry = item.objectValue else { problems.append("\(path): expected an object"); return nil }
+        guard let entry = item.objectValue else {
+            problems.append("\(path): expected an object")
+            return nil
+        }
         for key in entry.keys where !["productId", "introOffer", "promotionalOffer"].contains(key) {
             problems.append("\(path).\(key): unknown key")
         }
@@ -186,8 +211,9 @@ struct OfferingContract: Sendable, Equatable {
         var intro: IntroOffer?
         if let value = entry["introOffer"], !value.isNull {
             guard let kind = value["type"]?.stringValue.flatMap(IntroOffer.Kind.init(rawValue:)),
-                  let period = value["period"]?.stringValue, isPeriod(period),
-                  value.objectValue?.keys.allSatisfy({ $0 == "type" || $0 == "period" }) == true else {
+                let period = value["period"]?.stringValue, isPeriod(period),
+                value.objectValue?.keys.allSatisfy({ $0 == "type" || $0 == "period" }) == true
+            else {
                 problems.append("\(path).introOffer: expected {\"type\": freeTrial|payAsYouGo|payUpFront, \"period\": ISO-8601 like P1W}")
                 return nil
             }
@@ -213,7 +239,8 @@ struct OfferingContract: Sendable, Equatable {
     private static func isPeriod(_ text: String) -> Bool {
         let bytes = Array(text.utf8)
         guard bytes.count >= 3, bytes.count <= 5, bytes.first == UInt8(ascii: "P"),
-              let unit = bytes.last, [UInt8(ascii: "D"), UInt8(ascii: "W"), UInt8(ascii: "M"), UInt8(ascii: "Y")].contains(unit) else {
+            let unit = bytes.last, [UInt8(ascii: "D"), UInt8(ascii: "W"), UInt8(ascii: "M"), UInt8(ascii: "Y")].contains(unit)
+        else {
             return false
         }
         let digits = bytes[1..<(bytes.count - 1)]

@@ -35,9 +35,11 @@ enum OfferingLadder {
     /// offering's index in it. nil when the placement runs no ladder for the user, or the
     /// offering is not one of its stages, or it is the last one (capped).
     static func advance(_ contract: OfferingContract, placement id: String, dismissed offering: String)
-        -> (ladder: String, from: Int)? {
+        -> (ladder: String, from: Int)?
+    {
         guard let placement = contract.placements[id], placement.eligible, case .ladder(let ladder) = placement.shows,
-              let stages = contract.ladders[ladder], let index = stages.firstIndex(of: offering), index < stages.count - 1 else {
+            let stages = contract.ladders[ladder], let index = stages.firstIndex(of: offering), index < stages.count - 1
+        else {
             return nil
         }
         return (ladder, index)
@@ -68,17 +70,21 @@ enum OfferingLadder {
     /// Moves the ladder from `from` to the next stage, only if it stands at `from`: of any
     /// number of concurrent dismissals of the same offering, one moves it. True when it moved.
     @discardableResult
-    static func advance(userId: String, ladder: String, from: Int, now: Timestamp,
-                        on db: DatabaseConnection) throws(DatabaseError) -> Bool {
+    static func advance(
+        userId: String, ladder: String, from: Int, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> Bool {
         let result: ExecuteResult
         if from == 0 {
             // No row is stage 0. (Assignments run left to right: updated_at reads the old stage.)
-            result = try db.execute("""
+            result = try db.execute(
+                """
                 INSERT INTO offering_ladder_stages (user_id, ladder, stage, updated_at) VALUES (\(userId), \(ladder), 1, \(now))
                 ON DUPLICATE KEY UPDATE updated_at = IF(stage = 0, VALUES(updated_at), updated_at), stage = IF(stage = 0, 1, stage)
                 """)
         } else {
-            result = try db.execute("""
+            result = try db.execute(
+                """
                 UPDATE offering_ladder_stages SET stage = \(from + 1), updated_at = \(now)
                 WHERE user_id = \(userId) AND ladder = \(ladder) AND stage = \(from)
                 """)
@@ -97,11 +103,13 @@ enum OfferingLadder {
     /// The products of the user's trial or intro periods, from either provider.
     static func introHistory(userId: String, on db: DatabaseConnection) throws(DatabaseError) -> Set<String> {
         var products: Set<String> = []
-        for row in try db.query("""
+        for row in try db.query(
+            """
             SELECT DISTINCT product_id FROM billing_events
             WHERE user_id = \(userId) AND product_id IS NOT NULL AND status = 'applied'
               AND (is_trial = 1 OR period_type IN ('trial', 'intro'))
-            """) {
+            """)
+        {
             products.insert(try row.string("product_id"))
         }
         return products

@@ -27,13 +27,15 @@ enum OfferingsRoute {
             throw APIError(.notFound, code: "unknown_placement", message: "no placement \"\(placement)\" in offerings version \(published.version)")
         }
         let (decision, history, flags) = try db.transaction(retries: 3) { db in
-            try ErasedUsers.holdLive(userId, on: db)   // 410 user_deleted (SPEC §19)
+            try ErasedUsers.holdLive(userId, on: db)  // 410 user_deleted (SPEC §19)
             var stage = 0
             if case .ladder(let ladder)? = contract.placements[placement]?.shows {
                 stage = try OfferingLadder.storedStage(userId: userId, ladder: ladder, on: db)
             }
-            return (OfferingLadder.decide(contract, placement: placement, storedStage: stage)!,
-                    try OfferingLadder.introHistory(userId: userId, on: db), try BillingFlags.load(on: db))
+            return (
+                OfferingLadder.decide(contract, placement: placement, storedStage: stage)!,
+                try OfferingLadder.introHistory(userId: userId, on: db), try BillingFlags.load(on: db)
+            )
         }
         let offering = contract.offerings[decision.offering]
         let products: [JSON] = (offering?.products ?? []).map { product in
@@ -48,15 +50,17 @@ enum OfferingsRoute {
         var offeringJSON: JSONObject = ["id": .string(decision.offering), "products": .array(products)]
         if let description = offering?.description { offeringJSON["description"] = .string(description) }
         let stages = decision.ladder.flatMap { contract.ladders[$0] }
-        return .json(.ok, [
-            "placement": .string(placement),
-            "eligible": .bool(decision.eligible),
-            "purchasesEnabled": .bool(flags.purchasesEnabled),
-            "offeringVersion": .int(Int64(published.version)),
-            "ladder": decision.ladder.map(JSON.string) ?? .null,
-            "stage": decision.stage.map { .int(Int64($0)) } ?? .null,
-            "stages": stages.map { .array($0.map(JSON.string)) } ?? .null,
-            "offering": .object(offeringJSON),
-        ])
+        return .json(
+            .ok,
+            [
+                "placement": .string(placement),
+                "eligible": .bool(decision.eligible),
+                "purchasesEnabled": .bool(flags.purchasesEnabled),
+                "offeringVersion": .int(Int64(published.version)),
+                "ladder": decision.ladder.map(JSON.string) ?? .null,
+                "stage": decision.stage.map { .int(Int64($0)) } ?? .null,
+                "stages": stages.map { .array($0.map(JSON.string)) } ?? .null,
+                "offering": .object(offeringJSON),
+            ])
     }
 }

@@ -45,7 +45,8 @@ enum ErasedUsers {
         guard !ids.isEmpty else { return [] }
         let byHash = Dictionary(ids.map { (idHash($0), $0) }, uniquingKeysWith: { first, _ in first })
         var result = Set<String>()
-        for row in try db.query("SELECT id_sha256 FROM billing_erased_users WHERE id_sha256 IN (\(list: byHash.keys.sorted().map(SQLValue.string)))") {
+        for row in try db.query("SELECT id_sha256 FROM billing_erased_users WHERE id_sha256 IN (\(list: byHash.keys.sorted().map(SQLValue.string)))")
+        {
             if let id = byHash[try row.string("id_sha256")] { result.insert(id) }
         }
         return result
@@ -59,8 +60,10 @@ enum PersonalData {
     static let removedMembers: Set<String> = ["subscriber_attributes", "attributes"]
 
     /// Members whose strings (or arrays of strings) are ids of the customer.
-    static let identityMembers: Set<String> = ["app_user_id", "original_app_user_id", "aliases", "transferred_from",
-                                               "transferred_to", "appAccountToken"]
+    static let identityMembers: Set<String> = [
+        "app_user_id", "original_app_user_id", "aliases", "transferred_from",
+        "transferred_to", "appAccountToken",
+    ]
 
     /// Ids at least this long are also replaced inside longer strings.
     static let minimumEmbeddedLength = 16

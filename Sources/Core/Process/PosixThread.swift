@@ -31,10 +31,12 @@ struct PosixThread: Sendable {
         defer { pthread_attr_destroy(&attributes) }
         pthread_attr_setdetachstate(&attributes, Int32(detached ? PTHREAD_CREATE_DETACHED : PTHREAD_CREATE_JOINABLE))
         var thread = pthread_t()
-        let status = pthread_create(&thread, &attributes, { raw in
-            Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue().run()
-            return nil
-        }, box)
+        let status = pthread_create(
+            &thread, &attributes,
+            { raw in
+                Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue().run()
+                return nil
+            }, box)
         guard status == 0 else {
             Unmanaged<ThreadBody>.fromOpaque(box).release()
             return .failure(PosixThreadError(errno: status))

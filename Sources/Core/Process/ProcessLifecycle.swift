@@ -23,8 +23,10 @@ enum ProcessLifecycle {
     ///   - reload: HUP, after reopening the logs: whatever else the daemon takes again
     ///     without a restart (the ID-token keys).
     ///   - started: after a successful start (e.g. the "started" log line).
-    static func run(_ service: some Service, logger: Logger, reopenLogs: () -> Void, reload: () -> Void = {},
-                    started: () -> Void = {}) -> Int32 {
+    static func run(
+        _ service: some Service, logger: Logger, reopenLogs: () -> Void, reload: () -> Void = {},
+        started: () -> Void = {}
+    ) -> Int32 {
         ProcessSignals.blockHandledSignals()
         do {
             try service.start()

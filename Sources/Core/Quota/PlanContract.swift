@@ -58,7 +58,9 @@ struct PlanContract: Sendable, Equatable {
             var capabilities: [String] = []
             if let list = plan["capabilities"]?.arrayValue {
                 for (index, item) in list.enumerated() {
-                    if let name = item.stringValue, PlanContract.isIdentifier(name) { capabilities.append(name) } else {
+                    if let name = item.stringValue, PlanContract.isIdentifier(name) {
+                        capabilities.append(name)
+                    } else {
                         problems.append("\(path).capabilities[\(index)]: expected an identifier string")
                     }
                 }
@@ -70,17 +72,25 @@ struct PlanContract: Sendable, Equatable {
             if let metersJSON = plan["meters"]?.objectValue {
                 for (name, value) in metersJSON {
                     let meterPath = "\(path).meters.\(name)"
-                    guard PlanContract.isIdentifier(name) else { problems.append("\(meterPath): invalid meter name"); continue }
+                    guard PlanContract.isIdentifier(name) else {
+                        problems.append("\(meterPath): invalid meter name")
+                        continue
+                    }
                     var limit: Int64?
                     switch value["limit"] {
                     case .null?: limit = nil
                     case let v? where (v.int64Value ?? -1) >= 0: limit = v.int64Value
-                    default: problems.append("\(meterPath).limit: expected a non-negative integer or null"); continue
+                    default:
+                        problems.append("\(meterPath).limit: expected a non-negative integer or null")
+                        continue
                     }
                     let window: Window
                     switch value["window"] {
                     case .string("trial")?:
-                        guard tier == .trial else { problems.append("\(meterPath).window: \"trial\" only in the trial tier"); continue }
+                        guard tier == .trial else {
+                            problems.append("\(meterPath).window: \"trial\" only in the trial tier")
+                            continue
+                        }
                         window = .trial
                     case let v? where (1...366).contains(v["days"]?.intValue ?? 0):
                         window = .days(v["days"]!.intValue!)
@@ -113,7 +123,8 @@ struct PlanContract: Sendable, Equatable {
     }
 
     private static func isIdentifier(_ s: String) -> Bool {
-        !s.isEmpty && s.utf8.count <= 64 && s.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F }
+        !s.isEmpty && s.utf8.count <= 64
+            && s.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F }
             && !(s.utf8.first! >= 0x30 && s.utf8.first! <= 0x39)
     }
 

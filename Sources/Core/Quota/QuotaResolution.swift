@@ -60,8 +60,10 @@ enum QuotaResolution {
     /// `plan` at `now`, or `last` again (`reused`) when it is provably the plan `plan` would
     /// resolve at `now` (`Resolved.holds`): an access request reuses its user's resolution
     /// until one of his windows rolls over or another plan version takes effect.
-    static func plan(sources: [Source], plans: [PublishedPlan], anchor: Timestamp, now: Timestamp,
-                     reusing last: Resolved?) -> (resolved: Resolved, reused: Bool) {
+    static func plan(
+        sources: [Source], plans: [PublishedPlan], anchor: Timestamp, now: Timestamp,
+        reusing last: Resolved?
+    ) -> (resolved: Resolved, reused: Bool) {
         if let last, last.holds(sources: sources, plans: plans, anchor: anchor, now: now) { return (last, true) }
         return (resolve(sources: sources, plans: plans, anchor: anchor, now: now), false)
     }
@@ -117,17 +119,21 @@ enum QuotaResolution {
         // source's tier lacks gives 0 there), each with its own window and version.
         var best = [String: QuotaPlan.Meter](minimumCapacity: 16)
         for source in inForce {
-            for candidate in meters(planTier: source.planTier, plans: plans, anchor: anchor, now: now, trial: source.trialWindow,
-                                    changesAt: &changesAt) {
+            for candidate in meters(
+                planTier: source.planTier, plans: plans, anchor: anchor, now: now, trial: source.trialWindow,
+                changesAt: &changesAt)
+            {
                 if let incumbent = best[candidate.name], !isMoreGenerous(candidate.limit, than: incumbent.limit) { continue }
                 best[candidate.name] = candidate
             }
         }
         let planTier = inForce[0].planTier
-        let plan = QuotaPlan(planVersion: current.version, planTier: planTier, capabilities: capabilities,
-                             meters: best.keys.sorted().map { best[$0]! })
-        return Resolved(plan: plan, sources: sources, anchor: anchor, planVersions: plans.map(\.version), resolvedAt: now,
-                        changesAt: changesAt)
+        let plan = QuotaPlan(
+            planVersion: current.version, planTier: planTier, capabilities: capabilities,
+            meters: best.keys.sorted().map { best[$0]! })
+        return Resolved(
+            plan: plan, sources: sources, anchor: anchor, planVersions: plans.map(\.version), resolvedAt: now,
+            changesAt: changesAt)
     }
 
     /// nil is unlimited.
@@ -144,8 +150,10 @@ enum QuotaResolution {
     /// in effect at that window's start (a running window keeps the contract it started under).
     /// Lowers `changesAt` to the end of every window it looks at that ends after `now`: there
     /// the window rolls over, and the next one may start under another version.
-    private static func meters(planTier: PlanContract.PlanTier, plans: [PublishedPlan], anchor: Timestamp, now: Timestamp,
-                               trial: (start: Timestamp, end: Timestamp)?, changesAt: inout Timestamp?) -> [QuotaPlan.Meter] {
+    private static func meters(
+        planTier: PlanContract.PlanTier, plans: [PublishedPlan], anchor: Timestamp, now: Timestamp,
+        trial: (start: Timestamp, end: Timestamp)?, changesAt: inout Timestamp?
+    ) -> [QuotaPlan.Meter] {
         func rollsOver(_ window: QuotaWindow) {
             if window.end > now, changesAt.map({ window.end < $0 }) ?? true { changesAt = window.end }
         }
@@ -164,8 +172,10 @@ enum QuotaResolution {
                 window = QuotaWindow.current(meter.window, anchor: anchor, now: now, trial: trial)
                 rollsOver(window)
             }
-            result.append(QuotaPlan.Meter(name: name, limit: meter.limit, window: window, placement: meter.placement,
-                                          version: version, planTier: planTier))
+            result.append(
+                QuotaPlan.Meter(
+                    name: name, limit: meter.limit, window: window, placement: meter.placement,
+                    version: version, planTier: planTier))
         }
         return result
     }
@@ -176,8 +186,9 @@ extension AccessSnapshot {
     /// subscription granting access (a trial as a trial) and each grant and campaign.
     var planSources: [QuotaResolution.Source] {
         var result = storeInForce.map { s in
-            QuotaResolution.Source(tier: s.tier ?? .free, isTrial: s.isTrialInForce(at: serverTime),
-                                   trialStartsAt: s.trialStartsAt, trialEndsAt: s.trialEndsAt)
+            QuotaResolution.Source(
+                tier: s.tier ?? .free, isTrial: s.isTrialInForce(at: serverTime),
+                trialStartsAt: s.trialStartsAt, trialEndsAt: s.trialEndsAt)
         }
         result += sources.filter { $0.kind != "store" }.map { QuotaResolution.Source(tier: $0.tier) }
         return result

@@ -28,8 +28,9 @@ enum QuotaRoutes {
         }
         try UserDirectory.ensureKnownIfNeeded(userId, now: now, on: db)
         let consumption = try ErasedUsers.whileLive(userId, on: db) {
-            try QuotaService.consume(userId: userId, meter: meter, amount: amount, idempotencyKey: key, now: now,
-                                     plans: plans, enforcement: context.flags.current(on: db).enforcement, on: db)
+            try QuotaService.consume(
+                userId: userId, meter: meter, amount: amount, idempotencyKey: key, now: now,
+                plans: plans, enforcement: context.flags.current(on: db).enforcement, on: db)
         }
         switch consumption {
         case .recorded(let answer):
@@ -41,10 +42,14 @@ enum QuotaRoutes {
             context.metrics.usageDecision(.refused)
             context.outcome = "quota_exceeded"
             context.logger.info("usage refused", ["usage.meter": .string(meter), "usage.outcome": "quota_exceeded"])
-            return .json(.paymentRequired, ["error": [
-                "code": "quota_exceeded", "message": .string("the \(meter) allowance of this window is used up"),
-                "meter": .string(meter), "placement": JSON(placement), "balance": balance.json,
-            ]])
+            return .json(
+                .paymentRequired,
+                [
+                    "error": [
+                        "code": "quota_exceeded", "message": .string("the \(meter) allowance of this window is used up"),
+                        "meter": .string(meter), "placement": JSON(placement), "balance": balance.json,
+                    ]
+                ])
         }
     }
 
@@ -52,8 +57,12 @@ enum QuotaRoutes {
     static func plans(_ request: HTTPRequest, _ context: some Context) throws -> HTTPResponse {
         let db = try context.requireDatabase()
         let plan = PlanCatalog.plan(in: try context.plans.plans(on: db), at: context.clock.now())
-        var response = HTTPResponse.json(.ok, ["planVersion": .int(Int64(plan.version)),
-                                               "publishedAt": .string(plan.publishedAt.iso8601), "contract": plan.contract.json])
+        var response = HTTPResponse.json(
+            .ok,
+            [
+                "planVersion": .int(Int64(plan.version)),
+                "publishedAt": .string(plan.publishedAt.iso8601), "contract": plan.contract.json,
+            ])
         response.headers["Cache-Control"] = "public, max-age=60"
         response.headers["ETag"] = "\"plan-v\(plan.version)\""
         return response

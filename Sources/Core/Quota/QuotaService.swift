@@ -12,34 +12,43 @@ enum QuotaService {
     /// meter's limit and current window, from every source in force (`QuotaResolution`),
     /// without the usage (pure apart from the plan cache).
     static func plan(for snapshot: AccessSnapshot, plans: [PublishedPlan]) -> QuotaPlan {
-        QuotaResolution.plan(sources: snapshot.planSources, plans: plans,
-                             anchor: snapshot.userCreatedAt ?? snapshot.serverTime, now: snapshot.serverTime)
+        QuotaResolution.plan(
+            sources: snapshot.planSources, plans: plans,
+            anchor: snapshot.userCreatedAt ?? snapshot.serverTime, now: snapshot.serverTime)
     }
 
     /// `plan(for:plans:)`, or `last` again while it still holds (`QuotaResolution.Resolved`).
-    static func plan(for snapshot: AccessSnapshot, plans: [PublishedPlan],
-                     reusing last: QuotaResolution.Resolved?) -> (resolved: QuotaResolution.Resolved, reused: Bool) {
-        QuotaResolution.plan(sources: snapshot.planSources, plans: plans,
-                             anchor: snapshot.userCreatedAt ?? snapshot.serverTime, now: snapshot.serverTime, reusing: last)
+    static func plan(
+        for snapshot: AccessSnapshot, plans: [PublishedPlan],
+        reusing last: QuotaResolution.Resolved?
+    ) -> (resolved: QuotaResolution.Resolved, reused: Bool) {
+        QuotaResolution.plan(
+            sources: snapshot.planSources, plans: plans,
+            anchor: snapshot.userCreatedAt ?? snapshot.serverTime, now: snapshot.serverTime, reusing: last)
     }
 
     /// Plan version, capabilities and every meter's balance for the snapshot's user.
-    static func status(for snapshot: AccessSnapshot, plans: [PublishedPlan], enforcement: Enforcement,
-                       on db: DatabaseConnection) throws -> QuotaStatus {
+    static func status(
+        for snapshot: AccessSnapshot, plans: [PublishedPlan], enforcement: Enforcement,
+        on db: DatabaseConnection
+    ) throws -> QuotaStatus {
         let plan = plan(for: snapshot, plans: plans)
         let used = try usage(userId: snapshot.userId, windows: plan.windows, on: db)
         return plan.status(used: used, enforcement: enforcement)
     }
 
     /// Units used per meter, each within its own window, in one query.
-    static func usage(userId: String, windows: [(meter: String, window: QuotaWindow)], on db: DatabaseConnection) throws(DatabaseError) -> [String: Int64] {
+    static func usage(userId: String, windows: [(meter: String, window: QuotaWindow)], on db: DatabaseConnection) throws(DatabaseError) -> [String:
+        Int64]
+    {
         guard !windows.isEmpty else { return [:] }
         var condition: SQLQuery = ""
         for (index, entry) in windows.enumerated() {
             if index > 0 { condition.append(" OR ") }
             condition.append("(meter = \(entry.meter) AND created_at >= \(entry.window.start) AND created_at < \(entry.window.end))")
         }
-        let rows = try db.query("""
+        let rows = try db.query(
+            """
             SELECT meter, CAST(SUM(amount) AS SIGNED) AS used FROM usage_ledger
             WHERE user_id = \(userId) AND (\(condition)) GROUP BY meter
             """)
@@ -62,8 +71,10 @@ enum QuotaService {
     /// - Parameters:
     ///   - plans: the published plan versions (`PlanCatalog`).
     ///   - enforcement: the `billing_flags` mode in force.
-    static func consume(userId: String, meter: String, amount: Int64, idempotencyKey: String, now: Timestamp,
-                        plans: [PublishedPlan], enforcement: Enforcement, on db: DatabaseConnection) throws -> Consumption {
+    static func consume(
+        userId: String, meter: String, amount: Int64, idempotencyKey: String, now: Timestamp,
+        plans: [PublishedPlan], enforcement: Enforcement, on db: DatabaseConnection
+    ) throws -> Consumption {
         try db.transaction(retries: 3, isolation: .readCommitted) { db -> Consumption in
             if let replay = try previous(userId: userId, meter: meter, key: idempotencyKey, amount: amount, on: db) {
                 return .recorded(replay)
@@ -95,7 +106,8 @@ enum QuotaService {
                 "overLimit": .bool(over), "enforcement": .string(enforcement.rawValue), "planVersion": .int(Int64(version)),
                 "balance": after.json,
             ]
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO usage_ledger (user_id, meter, amount, idempotency_key, created_at, plan_version, plan_tier,
                   window_start, window_end, limit_at_consumption, over_limit, response)
                 VALUES (\(userId), \(meter), \(amount), \(idempotencyKey), \(max(now, window.start)), \(version),
@@ -107,9 +119,12 @@ enum QuotaService {
     }
 
     private static func previous(userId: String, meter: String, key: String, amount: Int64, on db: DatabaseConnection) throws -> JSON? {
-        guard let row = try db.queryOne("""
-            SELECT amount, response FROM usage_ledger WHERE user_id = \(userId) AND meter = \(meter) AND idempotency_key = \(key)
-            """) else { return nil }
+        guard
+            let row = try db.queryOne(
+                """
+                SELECT amount, response FROM usage_ledger WHERE user_id = \(userId) AND meter = \(meter) AND idempotency_key = \(key)
+                """)
+        else { return nil }
         guard try row.int64("amount") == amount else {
             throw BillingError(.idempotencyMismatch, "idempotencyKey was already used with a different amount")
         }
@@ -142,8 +157,9 @@ struct QuotaPlan: Sendable, Equatable {
 
     /// The status with `used` units per meter (a meter missing from it has used nothing).
     func status(used: [String: Int64], enforcement: Enforcement) -> QuotaStatus {
-        QuotaStatus(planVersion: planVersion, planTier: planTier, capabilities: capabilities,
-                    balances: meters.map { MeterBalance(meter: $0.name, limit: $0.limit, used: used[$0.name] ?? 0, window: $0.window) },
-                    enforcement: enforcement)
+        QuotaStatus(
+            planVersion: planVersion, planTier: planTier, capabilities: capabilities,
+            balances: meters.map { MeterBalance(meter: $0.name, limit: $0.limit, used: used[$0.name] ?? 0, window: $0.window) },
+            enforcement: enforcement)
     }
 }

@@ -14,8 +14,10 @@ struct QuotaWindow: Sendable, Equatable {
         self.end = end
     }
 
-    static func current(_ window: PlanContract.Window, anchor: Timestamp, now: Timestamp,
-                               trial: (start: Timestamp, end: Timestamp)?) -> QuotaWindow {
+    static func current(
+        _ window: PlanContract.Window, anchor: Timestamp, now: Timestamp,
+        trial: (start: Timestamp, end: Timestamp)?
+    ) -> QuotaWindow {
         switch window {
         case .trial:
             if let trial { return QuotaWindow(start: trial.start, end: trial.end) }
@@ -57,7 +59,9 @@ struct MeterBalance: Sendable, Equatable {
     }
 
     var json: JSON {
-        ["limit": limit.map(JSON.int) ?? .null, "used": .int(used), "remaining": remaining.map(JSON.int) ?? .null,
-         "windowStart": .string(window.start.iso8601), "resetsAt": .string(window.end.iso8601)]
+        [
+            "limit": limit.map(JSON.int) ?? .null, "used": .int(used), "remaining": remaining.map(JSON.int) ?? .null,
+            "windowStart": .string(window.start.iso8601), "resetsAt": .string(window.end.iso8601),
+        ]
     }
 }

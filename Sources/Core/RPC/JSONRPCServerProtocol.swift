@@ -17,8 +17,10 @@ struct JSONRPCServerProtocol<Context: RPCContextProtocol>: Sendable {
     /// is where the cause gets logged.
     let onInternalError: @Sendable (_ method: String, _ error: any Error) -> Void
 
-    init(registry: RPCMethodRegistry<Context>, limits: RPCLimits = .default,
-                onInternalError: @escaping @Sendable (_ method: String, _ error: any Error) -> Void = { _, _ in }) {
+    init(
+        registry: RPCMethodRegistry<Context>, limits: RPCLimits = .default,
+        onInternalError: @escaping @Sendable (_ method: String, _ error: any Error) -> Void = { _, _ in }
+    ) {
         self.registry = registry
         self.limits = limits
         self.onInternalError = onInternalError

@@ -33,8 +33,10 @@ struct RPCServerInfo: Sendable {
     /// `monotonicMilliseconds()` at start, so uptime survives wall-clock jumps.
     var startedAtMonotonicMilliseconds: Int64
 
-    init(version: String = "dev", startedAt: Timestamp = SystemClock().now(),
-                startedAtMonotonicMilliseconds: Int64 = monotonicMilliseconds()) {
+    init(
+        version: String = "dev", startedAt: Timestamp = SystemClock().now(),
+        startedAtMonotonicMilliseconds: Int64 = monotonicMilliseconds()
+    ) {
         self.version = version
         self.startedAt = startedAt
         self.startedAtMonotonicMilliseconds = startedAtMonotonicMilliseconds

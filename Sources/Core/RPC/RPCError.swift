@@ -76,8 +76,9 @@ extension RPCError {
     /// and `data: {"field": "userId"}` naming the offending parameter (a path such as
     /// `users[3].createdAt` for nested members) so scripts need not parse the message.
     static func invalidParams(_ reason: String, field: String? = nil) -> RPCError {
-        RPCError(code: Code.invalidParams, message: "Invalid params: \(reason)",
-                 data: field.map { ["field": .string($0)] })
+        RPCError(
+            code: Code.invalidParams, message: "Invalid params: \(reason)",
+            data: field.map { ["field": .string($0)] })
     }
 
     /// -32603. Deliberately says nothing about the cause; the server logs it instead.

@@ -33,8 +33,10 @@ struct RPCMethodRegistry<Context>: Sendable {
 
     /// Registering a name twice, or a name starting with `rpc.` (reserved by the
     /// specification), is a programming error.
-    mutating func register(_ name: String, summary: String, params: String = "none",
-                                  handler: @escaping RPCHandler<Context>) {
+    mutating func register(
+        _ name: String, summary: String, params: String = "none",
+        handler: @escaping RPCHandler<Context>
+    ) {
         precondition(!name.isEmpty && !name.hasPrefix("rpc."), "invalid JSON-RPC method name \(name)")
         precondition(methodsByName[name] == nil, "JSON-RPC method \(name) registered twice")
         methodsByName[name] = RPCMethod(name: name, summary: summary, paramsHelp: params, handler: handler)

@@ -26,7 +26,10 @@ enum RPCParamType: Sendable, Equatable, CustomStringConvertible {
         let characters = Array(help)
         guard let open = characters.firstIndex(of: "{") else { return [] }
         // Members split at depth 0 on `,` and `|`, each with the separator before it.
-        var depth = 0, members: [(text: String, afterPipe: Bool)] = [], current = "", afterPipe = false
+        var depth = 0
+        var members: [(text: String, afterPipe: Bool)] = []
+        var current = ""
+        var afterPipe = false
         loop: for character in characters[(open + 1)...] {
             switch character {
             case "{", "[", "(":

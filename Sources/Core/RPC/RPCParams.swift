@@ -156,7 +156,9 @@ struct RPCParams: Sendable, Equatable {
 
     private func timestamp(_ key: String, _ text: String) throws(RPCError) -> Timestamp {
         guard let instant = Timestamp(iso8601: text) else {
-            throw .invalidParams("\"\(key)\" must be a real instant in ISO-8601, such as 2026-01-31T12:00:00Z (a day its month has, hours 00-23, minutes and seconds 00-59)", field: key)
+            throw .invalidParams(
+                "\"\(key)\" must be a real instant in ISO-8601, such as 2026-01-31T12:00:00Z (a day its month has, hours 00-23, minutes and seconds 00-59)",
+                field: key)
         }
         return instant
     }

@@ -46,7 +46,8 @@ enum SystemUsers {
     }
 
     private static func withEntry(_ lookup: (inout passwd, UnsafeMutableBufferPointer<CChar>, inout UnsafeMutablePointer<passwd>?) -> Int32)
-        -> (uid: UInt32, name: String)? {
+        -> (uid: UInt32, name: String)?
+    {
         var buffer = [CChar](repeating: 0, count: 4096)
         return buffer.withUnsafeMutableBufferPointer { storage -> (uid: UInt32, name: String)? in
             var entry = passwd()

@@ -29,8 +29,10 @@ struct RPCSocketConnection<Context: RPCContextProtocol> {
         while !isStopping() {
             let deadline = pending.isEmpty ? lastActivity + idleMilliseconds : partialLineSince + readMilliseconds
             let wait = max(0, deadline - monotonicMilliseconds())
-            var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+            var fds = [
+                pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
+            ]
             let ready = poll(&fds, 2, Int32(clamping: wait))
             if ready < 0 {
                 if errno == EINTR { continue }
@@ -40,8 +42,9 @@ struct RPCSocketConnection<Context: RPCContextProtocol> {
             if fds[1].revents != 0 { return }
             if ready == 0 {
                 if !pending.isEmpty {
-                    let error = RPCError(code: RPCError.Code.timeout,
-                                         message: "Timed out waiting for the end of the line after \(configuration.readTimeoutSeconds) seconds")
+                    let error = RPCError(
+                        code: RPCError.Code.timeout,
+                        message: "Timed out waiting for the end of the line after \(configuration.readTimeoutSeconds) seconds")
                     send(JSONRPCServerProtocol<Context>.errorResponse(error, id: .null))
                     logger.log(.warning, "rpc.connection.readTimeout", fields: Self.peerFields(peer))
                 }
@@ -66,7 +69,10 @@ struct RPCSocketConnection<Context: RPCContextProtocol> {
             while let end = pending[scanned...].firstIndex(of: Self.newline) {
                 var line = pending[lineStart..<end]
                 if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
-                guard line.count <= maxLine else { tooLarge(); return }
+                guard line.count <= maxLine else {
+                    tooLarge()
+                    return
+                }
                 lineStart = end + 1
                 scanned = lineStart
                 if !Self.isBlank(line) {
@@ -79,7 +85,10 @@ struct RPCSocketConnection<Context: RPCContextProtocol> {
             }
             pending.removeFirst(lineStart)
             scanned = pending.count
-            if pending.count > maxLine { tooLarge(); return }
+            if pending.count > maxLine {
+                tooLarge()
+                return
+            }
         }
     }
 
@@ -95,8 +104,9 @@ struct RPCSocketConnection<Context: RPCContextProtocol> {
 
     private func tooLarge() {
         send(rpc.tooLargeReply())
-        logger.log(.warning, "rpc.connection.lineTooLong",
-                   fields: Self.peerFields(peer).merging(["rpc.maxMessageBytes": .int(Int64(rpc.limits.maxMessageBytes))]))
+        logger.log(
+            .warning, "rpc.connection.lineTooLong",
+            fields: Self.peerFields(peer).merging(["rpc.maxMessageBytes": .int(Int64(rpc.limits.maxMessageBytes))]))
     }
 
     private static func isBlank(_ bytes: ArraySlice<UInt8>) -> Bool {

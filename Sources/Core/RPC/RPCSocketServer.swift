@@ -44,9 +44,11 @@ final class RPCSocketServer<Context: RPCContextProtocol>: Sendable, ProcessLifec
     ///   - makeContext: builds the context for one connection, on that connection's thread
     ///     (open per-connection resources such as a database connection here).
     ///   - logger: receives connection-level events; calls are not logged here.
-    init(configuration: Configuration, protocol rpc: JSONRPCServerProtocol<Context>,
-         makeContext: @escaping @Sendable (RPCPeer?) -> Context, logger: Logger = .discarding,
-         onRefusedPeer: @escaping @Sendable (Context, RPCPeer?) -> Void = { _, _ in }) {
+    init(
+        configuration: Configuration, protocol rpc: JSONRPCServerProtocol<Context>,
+        makeContext: @escaping @Sendable (RPCPeer?) -> Context, logger: Logger = .discarding,
+        onRefusedPeer: @escaping @Sendable (Context, RPCPeer?) -> Void = { _, _ in }
+    ) {
         self.configuration = configuration
         self.rpc = rpc
         self.makeContext = makeContext
@@ -89,8 +91,9 @@ final class RPCSocketServer<Context: RPCContextProtocol>: Sendable, ProcessLifec
             throw .system("cannot create the wake-up pipe", errno: code)
         }
         for end in wake { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-        let started = Listener(fd: fd, wakeRead: wake[0], wakeWrite: wake[1],
-                               device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+        let started = Listener(
+            fd: fd, wakeRead: wake[0], wakeWrite: wake[1],
+            device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
         liveThreads.add(1, ordering: .sequentiallyConsistent)
         guard PosixThread.detach({ [self] in acceptLoop(started) }) else {
             liveThreads.subtract(1, ordering: .sequentiallyConsistent)
@@ -101,15 +104,20 @@ final class RPCSocketServer<Context: RPCContextProtocol>: Sendable, ProcessLifec
         }
         created = true
         listener.withLock { $0 = started }
-        logger.log(.info, "rpc.listening", fields: ["rpc.socket": .string(path),
-                                                       "rpc.maxConnections": .int(Int64(configuration.maxConnections))])
+        logger.log(
+            .info, "rpc.listening",
+            fields: [
+                "rpc.socket": .string(path),
+                "rpc.maxConnections": .int(Int64(configuration.maxConnections)),
+            ])
     }
 
     /// Stops accepting, waits up to `shutdownGraceSeconds` for calls in flight, closes idle
     /// connections and removes the socket file. Safe to call more than once.
     func stop() {
         guard !stopping.exchange(true, ordering: .sequentiallyConsistent),
-              let started = listener.withLock({ $0 }) else { return }
+            let started = listener.withLock({ $0 })
+        else { return }
         var byte: UInt8 = 1
         _ = write(started.wakeWrite, &byte, 1)
         let deadline = monotonicMilliseconds() + Int64(configuration.shutdownGraceSeconds * 1000)
@@ -119,15 +127,17 @@ final class RPCSocketServer<Context: RPCContextProtocol>: Sendable, ProcessLifec
         let remaining = liveThreads.load(ordering: .sequentiallyConsistent)
         var info = stat()
         if stat(configuration.socketPath, &info) == 0, UInt64(info.st_dev) == started.device,
-           UInt64(info.st_ino) == started.inode {
+            UInt64(info.st_ino) == started.inode
+        {
             unlink(configuration.socketPath)
         }
         if remaining == 0 {
             close(started.wakeRead)
             close(started.wakeWrite)
         }
-        logger.log(remaining == 0 ? .info : .warning, "rpc.stopped",
-                   fields: ["rpc.socket": .string(configuration.socketPath), "rpc.abandonedThreads": .int(Int64(remaining))])
+        logger.log(
+            remaining == 0 ? .info : .warning, "rpc.stopped",
+            fields: ["rpc.socket": .string(configuration.socketPath), "rpc.abandonedThreads": .int(Int64(remaining))])
     }
 
     /// Connections being served right now.
@@ -141,8 +151,10 @@ final class RPCSocketServer<Context: RPCContextProtocol>: Sendable, ProcessLifec
             liveThreads.subtract(1, ordering: .sequentiallyConsistent)
         }
         while !stopping.load(ordering: .sequentiallyConsistent) {
-            var fds = [pollfd(fd: started.fd, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: started.wakeRead, events: Int16(POLLIN), revents: 0)]
+            var fds = [
+                pollfd(fd: started.fd, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: started.wakeRead, events: Int16(POLLIN), revents: 0),
+            ]
             guard poll(&fds, 2, -1) >= 0 else {
                 if errno == EINTR { continue }
                 logger.log(.error, "rpc.accept.failed", fields: ["error": .string(systemErrorMessage(errno))])

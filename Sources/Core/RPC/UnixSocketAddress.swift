@@ -57,7 +57,8 @@ struct UnixSocketAddress {
         var credentials: (UInt32, UInt32, UInt32) = (0, 0, 0)
         var length = socklen_t(MemoryLayout.size(ofValue: credentials))
         guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0,
-              length == socklen_t(MemoryLayout.size(ofValue: credentials)) else { return nil }
+            length == socklen_t(MemoryLayout.size(ofValue: credentials))
+        else { return nil }
         return RPCPeer(pid: Int32(bitPattern: credentials.0), uid: credentials.1, gid: credentials.2)
     }
 }

@@ -17,8 +17,10 @@ struct AppStoreServerAPI: Sendable {
     let sandboxURL: String
     let clock: any BillingClock
 
-    init(token: AppStoreServerAPIToken, client: ProviderAPIClient, productionURL: String, sandboxURL: String,
-         clock: any BillingClock = SystemClock()) {
+    init(
+        token: AppStoreServerAPIToken, client: ProviderAPIClient, productionURL: String, sandboxURL: String,
+        clock: any BillingClock = SystemClock()
+    ) {
         self.token = token
         self.client = client
         self.productionURL = productionURL.hasSuffix("/") ? String(productionURL.dropLast()) : productionURL
@@ -34,10 +36,12 @@ struct AppStoreServerAPI: Sendable {
             throw ConfigurationError("apple.serverApi needs apple.bundleId (the token's bid claim)")
         }
         let client = try ProviderAPIClient(api.client, name: "apple.serverApi", errorCodeMember: "errorCode")
-        let token = try AppStoreServerAPIToken(issuerId: issuerId, keyId: keyId, bundleId: bundleId, privateKeyPEM: pem,
-                                               lifetimeSeconds: api.tokenLifetimeSeconds)
-        return AppStoreServerAPI(token: token, client: client, productionURL: api.productionUrl, sandboxURL: api.sandboxUrl,
-                                 clock: clock)
+        let token = try AppStoreServerAPIToken(
+            issuerId: issuerId, keyId: keyId, bundleId: bundleId, privateKeyPEM: pem,
+            lifetimeSeconds: api.tokenLifetimeSeconds)
+        return AppStoreServerAPI(
+            token: token, client: client, productionURL: api.productionUrl, sandboxURL: api.sandboxUrl,
+            clock: clock)
     }
 
     func baseURL(_ environment: Environment) -> String {

@@ -15,8 +15,10 @@ struct AppStoreServerAPIToken: Sendable {
 
     /// The key must be EC P-256 (an App Store Connect `.p8`); anything else is a
     /// configuration error, found at start-up.
-    init(issuerId: String, keyId: String, bundleId: String, privateKeyPEM: String,
-         lifetimeSeconds: Int) throws(ConfigurationError) {
+    init(
+        issuerId: String, keyId: String, bundleId: String, privateKeyPEM: String,
+        lifetimeSeconds: Int
+    ) throws(ConfigurationError) {
         let key: PrivateKey
         do {
             key = try PrivateKey(pem: privateKeyPEM)
@@ -37,8 +39,10 @@ struct AppStoreServerAPIToken: Sendable {
 
     func claims(now: Timestamp) -> JSON {
         let issuedAt = now.millisecondsSinceEpoch / 1000
-        return ["iss": .string(issuerId), "iat": .int(issuedAt), "exp": .int(issuedAt + lifetimeSeconds),
-                "aud": .string(Self.audience), "bid": .string(bundleId)]
+        return [
+            "iss": .string(issuerId), "iat": .int(issuedAt), "exp": .int(issuedAt + lifetimeSeconds),
+            "aud": .string(Self.audience), "bid": .string(bundleId),
+        ]
     }
 
     func make(now: Timestamp) throws(CryptoError) -> String {

@@ -40,20 +40,26 @@ final class ReconcileMetrics: Sendable {
         var samples = Outcome.allCases.enumerated().map { index, outcome in
             MetricSample("billing_reconcile_pulls_total", ["outcome": outcome.rawValue], Double(pulls[index].current))
         }
-        samples.append(MetricSample("billing_reconcile_corrected_total", [:],
-                                    Double(pulls[Outcome.allCases.firstIndex(of: .corrected)!].current)))
+        samples.append(
+            MetricSample(
+                "billing_reconcile_corrected_total", [:],
+                Double(pulls[Outcome.allCases.firstIndex(of: .corrected)!].current)))
         for (status, count) in apiErrors.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
             samples.append(MetricSample(name: "billing_reconcile_api_errors_total", labels: [("status", status)], value: Double(count)))
         }
         for (key, count) in providerPulls.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
             let (provider, outcome) = Self.split(key)
-            samples.append(MetricSample(name: "billing_reconcile_provider_pulls_total",
-                                        labels: [("provider", provider), ("outcome", outcome)], value: Double(count)))
+            samples.append(
+                MetricSample(
+                    name: "billing_reconcile_provider_pulls_total",
+                    labels: [("provider", provider), ("outcome", outcome)], value: Double(count)))
         }
         for (key, count) in providerErrors.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
             let (provider, status) = Self.split(key)
-            samples.append(MetricSample(name: "billing_reconcile_provider_api_errors_total",
-                                        labels: [("provider", provider), ("status", status)], value: Double(count)))
+            samples.append(
+                MetricSample(
+                    name: "billing_reconcile_provider_api_errors_total",
+                    labels: [("provider", provider), ("status", status)], value: Double(count)))
         }
         samples.append(MetricSample("billing_reconcile_sweeps_total", [:], Double(sweeps.current)))
         samples.append(MetricSample("billing_reconcile_sweep_lag_seconds", [:], Double(sweepLagSeconds.current)))
@@ -61,23 +67,36 @@ final class ReconcileMetrics: Sendable {
     }
 
     static let families: [MetricsExposition.Family] = [
-        .init(name: "billing_reconcile_pulls_total", type: "counter", help: "Pulls from the App Store Server API and RevenueCat's REST API by outcome (unchanged, corrected, failed, rate_limited)."),
+        .init(
+            name: "billing_reconcile_pulls_total", type: "counter",
+            help: "Pulls from the App Store Server API and RevenueCat's REST API by outcome (unchanged, corrected, failed, rate_limited)."),
         .init(name: "billing_reconcile_corrected_total", type: "counter", help: "Pulls that changed a subscription's folded state."),
-        .init(name: "billing_reconcile_api_errors_total", type: "counter", help: "Failed pulls by HTTP status, or timeout, transport, verification, malformed."),
-        .init(name: "billing_reconcile_provider_pulls_total", type: "counter", help: "Pulls by provider (apple: App Store Server API, revenuecat: RevenueCat REST API) and outcome."),
-        .init(name: "billing_reconcile_provider_api_errors_total", type: "counter", help: "Failed pulls by provider and HTTP status, or timeout, transport, verification, malformed."),
+        .init(
+            name: "billing_reconcile_api_errors_total", type: "counter",
+            help: "Failed pulls by HTTP status, or timeout, transport, verification, malformed."),
+        .init(
+            name: "billing_reconcile_provider_pulls_total", type: "counter",
+            help: "Pulls by provider (apple: App Store Server API, revenuecat: RevenueCat REST API) and outcome."),
+        .init(
+            name: "billing_reconcile_provider_api_errors_total", type: "counter",
+            help: "Failed pulls by provider and HTTP status, or timeout, transport, verification, malformed."),
         .init(name: "billing_reconcile_sweeps_total", type: "counter", help: "Sweeps run by this billing-rpc."),
-        .init(name: "billing_reconcile_sweep_lag_seconds", type: "gauge", help: "How long the most overdue subscription of the last sweep had waited past its due time."),
+        .init(
+            name: "billing_reconcile_sweep_lag_seconds", type: "gauge",
+            help: "How long the most overdue subscription of the last sweep had waited past its due time."),
     ]
 
     /// The Prometheus text of `samples()` (for a node exporter's textfile collector).
     var prometheus: String { MetricsExposition.render(samples(), families: Self.families) }
 
     var json: JSON {
-        .array(samples().map { sample in
-            ["name": .string(sample.name), "labels": .object(JSONObject(sample.labels.map { ($0.0, JSON.string($0.1)) })),
-             "value": .double(sample.value)]
-        })
+        .array(
+            samples().map { sample in
+                [
+                    "name": .string(sample.name), "labels": .object(JSONObject(sample.labels.map { ($0.0, JSON.string($0.1)) })),
+                    "value": .double(sample.value),
+                ]
+            })
     }
 }
 

@@ -8,38 +8,50 @@ protocol ReconcileRPCContext: RPCContextProtocol {
 extension RPCMethodRegistry where Context: ReconcileRPCContext {
     /// `subscriptions.reconcile`, `subscriptions.reconcileStatus`.
     mutating func registerReconcileMethods() {
-        register("subscriptions.reconcile",
-                 summary: "Pull from the stores now and fold what they say: a user's App Store subscriptions and his RevenueCat subscriber (every provider configured), or one App Store subscription; audited; answers what changed per subscription and per provider",
-                 params: "{userId | originalTransactionId (string, or the digits as a number), actor}") { request, context in
+        register(
+            "subscriptions.reconcile",
+            summary:
+                "Pull from the stores now and fold what they say: a user's App Store subscriptions and his RevenueCat subscriber (every provider configured), or one App Store subscription; audited; answers what changed per subscription and per provider",
+            params: "{userId | originalTransactionId (string, or the digits as a number), actor}"
+        ) { request, context in
             let p = request.params
             try p.expectOnly("userId", "originalTransactionId", "actor")
             let actor = try p.requireActor()
-            let userId = try p.optionalValue("userId") == nil ? nil
+            let userId =
+                try p.optionalValue("userId") == nil
+                ? nil
                 : try p.requireLiveUserId(pattern: context.idPattern, on: try context.requireDatabase())
             // Apple's ids are digits: a CLI that parses `--originalTransactionId 2000…` as JSON
             // sends a number, which names the same transaction.
-            let originalTransactionId = try p.optionalValue("originalTransactionId")?.int64Value.map { String($0) }
+            let originalTransactionId =
+                try p.optionalValue("originalTransactionId")?.int64Value.map { String($0) }
                 ?? p.optionalString("originalTransactionId", maxLength: 191)
             guard (userId == nil) != (originalTransactionId == nil) else {
                 throw RPCError.invalidParams("give exactly one of \"userId\" and \"originalTransactionId\"")
             }
             guard let service = context.reconcile else {
-                throw BillingError(.conflict, "no store API is configured (apple.serverApi, revenuecat.apiKey)",
-                                   data: ["reason": "not_configured"])
+                throw BillingError(
+                    .conflict, "no store API is configured (apple.serverApi, revenuecat.apiKey)",
+                    data: ["reason": "not_configured"])
             }
             if originalTransactionId != nil && service.reconciler == nil {
-                throw BillingError(.conflict, "the App Store Server API is not configured (apple.serverApi)",
-                                   data: ["reason": "not_configured"])
+                throw BillingError(
+                    .conflict, "the App Store Server API is not configured (apple.serverApi)",
+                    data: ["reason": "not_configured"])
             }
             let db = try context.requireDatabase()
-            let targets = service.reconciler == nil ? []
+            let targets =
+                service.reconciler == nil
+                ? []
                 : try ReconcileTargets.find(userId: userId, originalTransactionId: originalTransactionId, on: db)
             // RevenueCat is asked about the user whenever its API is configured: a subscriber
             // whose every webhook was lost has nothing here to say he has one.
             let pullsRevenueCat = userId != nil && service.revenuecat != nil
             guard !targets.isEmpty || pullsRevenueCat else {
-                throw BillingError.notFound("App Store subscription", userId.map { ["userId": .string($0)] }
-                                            ?? ["originalTransactionId": .string(originalTransactionId ?? "")])
+                throw BillingError.notFound(
+                    "App Store subscription",
+                    userId.map { ["userId": .string($0)] }
+                        ?? ["originalTransactionId": .string(originalTransactionId ?? "")])
             }
             var results: [JSON] = []
             var changed = false
@@ -61,28 +73,36 @@ extension RPCMethodRegistry where Context: ReconcileRPCContext {
             answer["providers"] = .object(providers)
             return .object(answer)
         }
-        register("subscriptions.reconcileStatus",
-                 summary: "Reconciliation at a glance: this daemon's counters (pulls by outcome, corrections, API errors by status, sweep lag; also as Prometheus text) and the schedule (subscriptions pulled, backing off, due)",
-                 params: "{}") { request, context in
+        register(
+            "subscriptions.reconcileStatus",
+            summary:
+                "Reconciliation at a glance: this daemon's counters (pulls by outcome, corrections, API errors by status, sweep lag; also as Prometheus text) and the schedule (subscriptions pulled, backing off, due)",
+            params: "{}"
+        ) { request, context in
             try request.params.expectOnly()
             guard let service = context.reconcile else { return ["configured": false] }
             let db = try context.requireDatabase()
             let now = context.clock.now()
             func schedule(_ provider: ReconcileProvider?) throws -> JSON {
                 let filter: SQLQuery = provider.map { "WHERE provider = \($0.rawValue)" } ?? ""
-                let row = try db.queryOne("""
+                let row = try db.queryOne(
+                    """
                     SELECT COUNT(*) AS tracked, COALESCE(SUM(failures > 0), 0) AS backing_off,
                            COALESCE(SUM(next_attempt_at <= \(now)), 0) AS due, MAX(last_success_at) AS last_success_at
                     FROM billing_reconcile_state \(filter)
                     """)
-                return ["tracked": .int(try row?.int64("tracked") ?? 0), "backingOff": .int(try row?.int64("backing_off") ?? 0),
-                        "due": .int(try row?.int64("due") ?? 0),
-                        "lastSuccessAt": JSON(try row?.optionalTimestamp("last_success_at")?.iso8601)]
+                return [
+                    "tracked": .int(try row?.int64("tracked") ?? 0), "backingOff": .int(try row?.int64("backing_off") ?? 0),
+                    "due": .int(try row?.int64("due") ?? 0),
+                    "lastSuccessAt": JSON(try row?.optionalTimestamp("last_success_at")?.iso8601),
+                ]
             }
-            return ["configured": true, "providers": ["apple": .bool(service.reconciler != nil), "revenuecat": .bool(service.revenuecat != nil)],
-                    "metrics": service.metrics.json, "prometheus": .string(service.metrics.prometheus),
-                    "schedule": try schedule(nil),
-                    "scheduleByProvider": ["apple": try schedule(.apple), "revenuecat": try schedule(.revenuecat)]]
+            return [
+                "configured": true, "providers": ["apple": .bool(service.reconciler != nil), "revenuecat": .bool(service.revenuecat != nil)],
+                "metrics": service.metrics.json, "prometheus": .string(service.metrics.prometheus),
+                "schedule": try schedule(nil),
+                "scheduleByProvider": ["apple": try schedule(.apple), "revenuecat": try schedule(.revenuecat)],
+            ]
         }
     }
 }
@@ -93,12 +113,14 @@ enum ReconcileTargets {
     static func find(userId: String?, originalTransactionId: String?, on db: DatabaseConnection) throws(DatabaseError) -> [String] {
         let rows: [SQLRow]
         if let userId {
-            rows = try db.query("""
+            rows = try db.query(
+                """
                 SELECT b.original_transaction_id FROM billing_apple_bindings b
                 WHERE b.user_id = \(userId) ORDER BY b.original_transaction_id LIMIT 100
                 """)
         } else {
-            rows = try db.query("""
+            rows = try db.query(
+                """
                 SELECT b.original_transaction_id FROM billing_apple_bindings b
                 WHERE b.original_transaction_id = \(originalTransactionId)
                 """)

@@ -58,7 +58,8 @@ struct ReconcileSchedule: Sendable, Equatable {
     func reason(_ c: Candidate, now: Timestamp) -> Reason? {
         if let next = c.nextAttemptAt, next > now { return nil }
         guard let expires = c.expiresAt else { return nil }  // no end: nothing to renew
-        let now = now.millisecondsSinceEpoch, ended = expires.millisecondsSinceEpoch
+        let now = now.millisecondsSinceEpoch
+        let ended = expires.millisecondsSinceEpoch
         switch c.phase {
         case .grace:
             guard let grace = c.graceExpiresAt else { return nil }
@@ -104,7 +105,8 @@ struct ReconcileSchedule: Sendable, Equatable {
                 WHERE s.provider IN (\(EventProvider.revenuecat.rawValue), \(EventProvider.revenuecatPull.rawValue))
                 """
         }
-        let rows = try db.query("""
+        let rows = try db.query(
+            """
             SELECT s.subscription_id, s.user_id, s.phase, s.will_renew, s.expires_at, s.grace_expires_at,
                    r.next_attempt_at
             \(source)
@@ -115,33 +117,42 @@ struct ReconcileSchedule: Sendable, Equatable {
             LIMIT \(batchSize)
             """)
         return try rows.map { (row) throws(DatabaseError) -> Candidate in
-            Candidate(provider: provider, subscriptionId: try row.string("subscription_id"), userId: try row.string("user_id"),
-                      phase: AccessPhase(rawValue: try row.string("phase")) ?? .none, willRenew: try row.bool("will_renew"),
-                      expiresAt: try row.optionalTimestamp("expires_at"), graceExpiresAt: try row.optionalTimestamp("grace_expires_at"),
-                      nextAttemptAt: try row.optionalTimestamp("next_attempt_at"))
+            Candidate(
+                provider: provider, subscriptionId: try row.string("subscription_id"), userId: try row.string("user_id"),
+                phase: AccessPhase(rawValue: try row.string("phase")) ?? .none, willRenew: try row.bool("will_renew"),
+                expiresAt: try row.optionalTimestamp("expires_at"), graceExpiresAt: try row.optionalTimestamp("grace_expires_at"),
+                nextAttemptAt: try row.optionalTimestamp("next_attempt_at"))
         }
     }
 
     /// Claims `subscriptionId` for a pull now: pushes its next attempt one interval ahead, so
     /// a second sweeper (another host) skips it. false when another pull claimed it first.
-    func claim(_ subscriptionId: String, provider: ReconcileProvider = .apple, now: Timestamp,
-               on db: DatabaseConnection) throws(DatabaseError) -> Bool {
+    func claim(
+        _ subscriptionId: String, provider: ReconcileProvider = .apple, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> Bool {
         let next = now.adding(milliseconds: intervalMilliseconds)
-        try db.execute("""
+        try db.execute(
+            """
             INSERT IGNORE INTO billing_reconcile_state (provider, subscription_id, next_attempt_at)
             VALUES (\(provider.rawValue), \(subscriptionId), \(now))
             """)
-        return try db.execute("""
+        return try db.execute(
+            """
             UPDATE billing_reconcile_state SET next_attempt_at = \(next), last_attempt_at = \(now)
             WHERE provider = \(provider.rawValue) AND subscription_id = \(subscriptionId) AND next_attempt_at <= \(now)
-            """).affectedRows == 1
+            """
+        ).affectedRows == 1
     }
 
     /// A committed pull (inside the pull's own transaction).
-    func recordSuccess(_ subscriptionId: String, provider: ReconcileProvider = .apple, environment: StoreEnvironment?,
-                       changed: Bool, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) {
+    func recordSuccess(
+        _ subscriptionId: String, provider: ReconcileProvider = .apple, environment: StoreEnvironment?,
+        changed: Bool, now: Timestamp, on db: DatabaseConnection
+    ) throws(DatabaseError) {
         let next = nextAttempt(after: now, failures: 0, retryAfterSeconds: nil, jitter: 0)
-        try db.execute("""
+        try db.execute(
+            """
             INSERT INTO billing_reconcile_state (provider, subscription_id, environment, next_attempt_at, last_attempt_at, last_success_at,
               last_outcome, last_error, failures, pulls, corrections)
             VALUES (\(provider.rawValue), \(subscriptionId), \(environment?.rawValue), \(next), \(now), \(now), \(changed ? "corrected" : "unchanged"), NULL, 0, 1,
@@ -155,16 +166,22 @@ struct ReconcileSchedule: Sendable, Equatable {
     /// A failed pull, inside the caller's transaction (nothing else of the pull was
     /// written). Returns the next attempt.
     @discardableResult
-    func recordFailure(_ subscriptionId: String, provider: ReconcileProvider = .apple, error: ProviderAPIError, now: Timestamp,
-                       on db: DatabaseConnection) throws(DatabaseError) -> Timestamp {
-        let failures = try db.queryOne("""
-            SELECT failures FROM billing_reconcile_state
-            WHERE provider = \(provider.rawValue) AND subscription_id = \(subscriptionId) FOR UPDATE
-            """)?.int64("failures") ?? 0
-        let next = nextAttempt(after: now, failures: Int(failures) + 1, retryAfterSeconds: error.retryAfterSeconds,
-                               jitter: Double.random(in: 0..<1))
+    func recordFailure(
+        _ subscriptionId: String, provider: ReconcileProvider = .apple, error: ProviderAPIError, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> Timestamp {
+        let failures =
+            try db.queryOne(
+                """
+                SELECT failures FROM billing_reconcile_state
+                WHERE provider = \(provider.rawValue) AND subscription_id = \(subscriptionId) FOR UPDATE
+                """)?.int64("failures") ?? 0
+        let next = nextAttempt(
+            after: now, failures: Int(failures) + 1, retryAfterSeconds: error.retryAfterSeconds,
+            jitter: Double.random(in: 0..<1))
         let outcome = error.kind == .rateLimited ? "rate_limited" : "failed"
-        try db.execute("""
+        try db.execute(
+            """
             INSERT INTO billing_reconcile_state (provider, subscription_id, next_attempt_at, last_attempt_at, last_outcome, last_error,
               failures, pulls)
             VALUES (\(provider.rawValue), \(subscriptionId), \(next), \(now), \(outcome), \(String(error.code.prefix(64))), 1, 1)

@@ -17,8 +17,10 @@ struct ReconcileService: Sendable {
     /// Batches per sweep at most, so one sweep is bounded even with a large backlog.
     var maxBatchesPerSweep = 10
 
-    init(reconciler: Reconciler?, revenuecat: RevenueCatReconciler? = nil, schedule: ReconcileSchedule, metrics: ReconcileMetrics,
-         logger: Logger, clock: any BillingClock) {
+    init(
+        reconciler: Reconciler?, revenuecat: RevenueCatReconciler? = nil, schedule: ReconcileSchedule, metrics: ReconcileMetrics,
+        logger: Logger, clock: any BillingClock
+    ) {
         self.reconciler = reconciler
         self.revenuecat = revenuecat
         self.schedule = schedule
@@ -29,22 +31,26 @@ struct ReconcileService: Sendable {
 
     /// nil when neither `apple.serverApi` (with App Store verification) nor
     /// `revenuecat.apiKey` is configured.
-    static func load(_ configuration: BillingConfiguration, verifier: AppleSignedDataVerifier?, idPattern: UserIdPattern,
-                     logger: Logger, clock: any BillingClock) throws(ConfigurationError) -> ReconcileService? {
+    static func load(
+        _ configuration: BillingConfiguration, verifier: AppleSignedDataVerifier?, idPattern: UserIdPattern,
+        logger: Logger, clock: any BillingClock
+    ) throws(ConfigurationError) -> ReconcileService? {
         var reconciler: Reconciler?
         if let api = try AppStoreServerAPI.load(configuration.apple, clock: clock) {
             guard let verifier else {
                 throw ConfigurationError("apple.serverApi needs apple.trustedRootsFiles and apple.bundleId (Apple's answers are verified)")
             }
-            reconciler = Reconciler(api: api, verifier: verifier, catalog: configuration.products, idPattern: idPattern,
-                                    policy: configuration.binding.policy)
+            reconciler = Reconciler(
+                api: api, verifier: verifier, catalog: configuration.products, idPattern: idPattern,
+                policy: configuration.binding.policy)
         }
         let revenuecat = try RevenueCatAPI.load(configuration.revenuecat).map {
             RevenueCatReconciler(api: $0, tiers: TierResolver(configuration), catalog: configuration.products)
         }
         guard reconciler != nil || revenuecat != nil else { return nil }
-        return ReconcileService(reconciler: reconciler, revenuecat: revenuecat, schedule: ReconcileSchedule(configuration.reconcile),
-                                metrics: ReconcileMetrics(), logger: logger, clock: clock)
+        return ReconcileService(
+            reconciler: reconciler, revenuecat: revenuecat, schedule: ReconcileSchedule(configuration.reconcile),
+            metrics: ReconcileMetrics(), logger: logger, clock: clock)
     }
 
     /// What one pull gave: recorded (with what it changed), or an API failure.
@@ -58,22 +64,29 @@ struct ReconcileService: Sendable {
         var json: JSON
 
         static func failed(_ provider: ReconcileProvider, target: String, _ error: ProviderAPIError) -> PullResult {
-            var json: JSONObject = provider == .apple ? ["originalTransactionId": .string(target)]
+            var json: JSONObject =
+                provider == .apple
+                ? ["originalTransactionId": .string(target)]
                 : ["provider": "revenuecat", "userId": .string(target)]
             json["outcome"] = .string(error.kind == .rateLimited ? "rate_limited" : "failed")
             json["changed"] = false
-            json["error"] = ["kind": .string(error.kind.rawValue), "status": error.status.map { JSON.int(Int64($0)) } ?? .null,
-                             "errorCode": error.errorCode.map(JSON.int) ?? .null,
-                             "retryAfterSeconds": error.retryAfterSeconds.map { JSON.int(Int64($0)) } ?? .null]
+            json["error"] = [
+                "kind": .string(error.kind.rawValue), "status": error.status.map { JSON.int(Int64($0)) } ?? .null,
+                "errorCode": error.errorCode.map(JSON.int) ?? .null,
+                "retryAfterSeconds": error.retryAfterSeconds.map { JSON.int(Int64($0)) } ?? .null,
+            ]
             return PullResult(provider: provider, target: target, changed: false, error: error, json: .object(json))
         }
 
         static func recorded(_ o: Reconciler.Outcome) -> PullResult {
-            PullResult(provider: .apple, target: o.subscriptionId, changed: o.changed, error: nil, json: [
-                "originalTransactionId": .string(o.subscriptionId), "outcome": .string(o.changed ? "corrected" : "unchanged"),
-                "changed": .bool(o.changed), "environment": .string(o.environment.rawValue),
-                "eventsAdded": .int(Int64(o.eventsAdded)), "userId": JSON(o.userId),
-                "before": o.before?.reconcileJSON ?? .null, "after": o.after?.reconcileJSON ?? .null])
+            PullResult(
+                provider: .apple, target: o.subscriptionId, changed: o.changed, error: nil,
+                json: [
+                    "originalTransactionId": .string(o.subscriptionId), "outcome": .string(o.changed ? "corrected" : "unchanged"),
+                    "changed": .bool(o.changed), "environment": .string(o.environment.rawValue),
+                    "eventsAdded": .int(Int64(o.eventsAdded)), "userId": JSON(o.userId),
+                    "before": o.before?.reconcileJSON ?? .null, "after": o.after?.reconcileJSON ?? .null,
+                ])
         }
 
         static func recorded(_ o: RevenueCatReconciler.Outcome) -> PullResult {
@@ -82,29 +95,35 @@ struct ReconcileService: Sendable {
     }
 
     /// Pulls one App Store subscription now and records it (`pull(_:target:...)`).
-    func pull(subscriptionId: String, audit: (actor: String, action: String)? = nil,
-              on db: DatabaseConnection) throws -> PullResult {
+    func pull(
+        subscriptionId: String, audit: (actor: String, action: String)? = nil,
+        on db: DatabaseConnection
+    ) throws -> PullResult {
         guard let reconciler else { throw BillingError(.conflict, "the App Store Server API is not configured (apple.serverApi)") }
-        return try pull(.apple, target: subscriptionId, audit: audit, on: db,
-                        owner: { db throws(DatabaseError) in try AppleBinding.owner(of: subscriptionId, on: db) },
-                        fetch: { () throws(ProviderAPIError) in try reconciler.fetch(subscriptionId: subscriptionId, now: clock.now()) },
-                        record: { pulled, now, db in
-                            let recorded = try reconciler.record(pulled, subscriptionId: subscriptionId, now: now, on: db)
-                            return (.recorded(recorded.outcome), recorded.outcome.userId, pulled.environment, recorded.pending)
-                        })
+        return try pull(
+            .apple, target: subscriptionId, audit: audit, on: db,
+            owner: { db throws(DatabaseError) in try AppleBinding.owner(of: subscriptionId, on: db) },
+            fetch: { () throws(ProviderAPIError) in try reconciler.fetch(subscriptionId: subscriptionId, now: clock.now()) },
+            record: { pulled, now, db in
+                let recorded = try reconciler.record(pulled, subscriptionId: subscriptionId, now: now, on: db)
+                return (.recorded(recorded.outcome), recorded.outcome.userId, pulled.environment, recorded.pending)
+            })
     }
 
     /// Pulls one RevenueCat subscriber now and records it (`pull(_:target:...)`).
-    func pullRevenueCat(userId: String, audit: (actor: String, action: String)? = nil,
-                        on db: DatabaseConnection) throws -> PullResult {
+    func pullRevenueCat(
+        userId: String, audit: (actor: String, action: String)? = nil,
+        on db: DatabaseConnection
+    ) throws -> PullResult {
         guard let revenuecat else { throw BillingError(.conflict, "RevenueCat's REST API is not configured (revenuecat.apiKey)") }
-        return try pull(.revenuecat, target: userId, audit: audit, on: db,
-                        owner: { _ in userId },
-                        fetch: { () throws(ProviderAPIError) in try revenuecat.fetch(userId: userId) },
-                        record: { pulled, now, db in
-                            let recorded = try revenuecat.record(pulled, userId: userId, now: now, on: db)
-                            return (.recorded(recorded.outcome), userId, nil, recorded.pending)
-                        })
+        return try pull(
+            .revenuecat, target: userId, audit: audit, on: db,
+            owner: { _ in userId },
+            fetch: { () throws(ProviderAPIError) in try revenuecat.fetch(userId: userId) },
+            record: { pulled, now, db in
+                let recorded = try revenuecat.record(pulled, userId: userId, now: now, on: db)
+                return (.recorded(recorded.outcome), userId, nil, recorded.pending)
+            })
     }
 
     /// One pull, whichever the provider: `fetch` outside any transaction; then the events,
@@ -113,13 +132,16 @@ struct ReconcileService: Sendable {
     /// a database failure throws.
     ///
     /// - Parameter audit: the actor and action of an admin call, written with the change.
-    private func pull<Pulled>(_ provider: ReconcileProvider, target: String, audit: (actor: String, action: String)?,
-                              on db: DatabaseConnection,
-                              owner: (DatabaseConnection) throws(DatabaseError) -> String?,
-                              fetch: () throws(ProviderAPIError) -> Pulled,
-                              record: (Pulled, Timestamp, DatabaseConnection) throws
-                                  -> (PullResult, userId: String?, environment: StoreEnvironment?, pending: [PendingIngestion]))
-        throws -> PullResult {
+    private func pull<Pulled>(
+        _ provider: ReconcileProvider, target: String, audit: (actor: String, action: String)?,
+        on db: DatabaseConnection,
+        owner: (DatabaseConnection) throws(DatabaseError) -> String?,
+        fetch: () throws(ProviderAPIError) -> Pulled,
+        record: (Pulled, Timestamp, DatabaseConnection) throws
+            -> (PullResult, userId: String?, environment: StoreEnvironment?, pending: [PendingIngestion])
+    )
+        throws -> PullResult
+    {
         let pulled: Pulled
         do {
             pulled = try fetch()
@@ -129,33 +151,44 @@ struct ReconcileService: Sendable {
             let next = try db.transaction(retries: 3, isolation: .readCommitted) { db in
                 let next = try schedule.recordFailure(target, provider: provider, error: error, now: now, on: db)
                 if let audit {
-                    try AuditLog.write(actor: audit.actor, action: audit.action, targetUserId: try owner(db), detail: result.json,
-                                       now: now, on: db)
+                    try AuditLog.write(
+                        actor: audit.actor, action: audit.action, targetUserId: try owner(db), detail: result.json,
+                        now: now, on: db)
                 }
                 return next
             }
             metrics.pulled(error.kind == .rateLimited ? .rateLimited : .failed, provider: provider)
             metrics.apiError(error, provider: provider)
-            logger.warning("reconcile.pull.failed", ["reconcile.provider": .string(provider.rawValue), "reconcile.error": .string(error.code),
-                                                     "reconcile.nextAttemptAt": .string(next.iso8601)])
+            logger.warning(
+                "reconcile.pull.failed",
+                [
+                    "reconcile.provider": .string(provider.rawValue), "reconcile.error": .string(error.code),
+                    "reconcile.nextAttemptAt": .string(next.iso8601),
+                ])
             return result
         }
         let now = clock.now()
         let (result, pending) = try db.transaction(retries: 3, isolation: .readCommitted) { db in
             let recorded = try record(pulled, now, db)
-            try schedule.recordSuccess(target, provider: provider, environment: recorded.environment, changed: recorded.0.changed,
-                                       now: now, on: db)
+            try schedule.recordSuccess(
+                target, provider: provider, environment: recorded.environment, changed: recorded.0.changed,
+                now: now, on: db)
             if let audit {
-                try AuditLog.write(actor: audit.actor, action: audit.action, targetUserId: recorded.userId, detail: recorded.0.json,
-                                   now: now, on: db)
+                try AuditLog.write(
+                    actor: audit.actor, action: audit.action, targetUserId: recorded.userId, detail: recorded.0.json,
+                    now: now, on: db)
             }
             return (recorded.0, recorded.pending)
         }
         for step in pending { try step.finish(on: db) }
         metrics.pulled(result.changed ? .corrected : .unchanged, provider: provider)
         if result.changed {
-            logger.info("reconcile.corrected", ["reconcile.provider": .string(provider.rawValue),
-                                                "reconcile.eventsAdded": result.json["eventsAdded"] ?? .null])
+            logger.info(
+                "reconcile.corrected",
+                [
+                    "reconcile.provider": .string(provider.rawValue),
+                    "reconcile.eventsAdded": result.json["eventsAdded"] ?? .null,
+                ])
         }
         return result
     }
@@ -188,10 +221,14 @@ struct ReconcileService: Sendable {
         metrics.sweepLagSeconds.set(Int(summary.lagSeconds))
         metrics.sweeps.add()
         if summary.selected > 0 {
-            logger.info("reconcile.sweep", ["reconcile.selected": .int(Int64(summary.selected)),
-                                            "reconcile.corrected": .int(Int64(summary.corrected)),
-                                            "reconcile.failed": .int(Int64(summary.failed)),
-                                            "reconcile.lagSeconds": .int(summary.lagSeconds)])
+            logger.info(
+                "reconcile.sweep",
+                [
+                    "reconcile.selected": .int(Int64(summary.selected)),
+                    "reconcile.corrected": .int(Int64(summary.corrected)),
+                    "reconcile.failed": .int(Int64(summary.failed)),
+                    "reconcile.lagSeconds": .int(summary.lagSeconds),
+                ])
         }
         return summary
     }
@@ -199,8 +236,10 @@ struct ReconcileService: Sendable {
     /// One provider's part of a sweep: batches of its due targets (an App Store subscription,
     /// or a RevenueCat subscriber once however many of his subscriptions are due), each
     /// claimed then pulled.
-    private func sweep(_ provider: ReconcileProvider, on db: DatabaseConnection, into summary: inout SweepSummary,
-                       lag: inout Int64?, while keepGoing: () -> Bool) throws {
+    private func sweep(
+        _ provider: ReconcileProvider, on db: DatabaseConnection, into summary: inout SweepSummary,
+        lag: inout Int64?, while keepGoing: () -> Bool
+    ) throws {
         let pause = pauses[provider]!
         var lagMeasured = false
         for _ in 0..<maxBatchesPerSweep {
@@ -223,7 +262,9 @@ struct ReconcileService: Sendable {
                 guard try db.transaction({ db in try schedule.claim(candidate.target, provider: provider, now: now, on: db) }) else { continue }
                 pulled += 1
                 summary.selected += 1
-                let result = provider == .apple ? try pull(subscriptionId: candidate.target, on: db)
+                let result =
+                    provider == .apple
+                    ? try pull(subscriptionId: candidate.target, on: db)
                     : try pullRevenueCat(userId: candidate.target, on: db)
                 if let error = result.error {
                     summary.failed += 1
@@ -244,8 +285,10 @@ struct ReconcileService: Sendable {
     }
 
     /// How long a due subscription has been waiting past the moment the rules made it due.
-    static func lag(of c: ReconcileSchedule.Candidate, reason: ReconcileSchedule.Reason, schedule: ReconcileSchedule,
-                    now: Timestamp) -> Int64 {
+    static func lag(
+        of c: ReconcileSchedule.Candidate, reason: ReconcileSchedule.Reason, schedule: ReconcileSchedule,
+        now: Timestamp
+    ) -> Int64 {
         var dueAt: Timestamp?
         switch reason {
         case .renewalOverdue: dueAt = c.expiresAt?.adding(milliseconds: schedule.afterMilliseconds)

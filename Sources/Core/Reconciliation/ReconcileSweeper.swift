@@ -28,7 +28,10 @@ final class ReconcileSweeper: Sendable {
 
     func stop() {
         stopped.withLock { $0 = true }
-        let t = thread.withLock { t -> PosixThread? in defer { t = nil }; return t }
+        let t = thread.withLock { t -> PosixThread? in
+            defer { t = nil }
+            return t
+        }
         t?.join()
     }
 

@@ -47,7 +47,7 @@ struct Reconciler: Sendable {
             let statuses: JSON
             do {
                 statuses = try api.allSubscriptionStatuses(transactionId: subscriptionId, environment: environment)
-            } catch where error.isTransactionNotFound {
+            } catch  where error.isTransactionNotFound {
                 lastError = error
                 continue
             }
@@ -63,7 +63,8 @@ struct Reconciler: Sendable {
                     }
                     // The signed data must name the subscription asked about, not only the envelope.
                     guard transaction["originalTransactionId"]?.stringValue == subscriptionId,
-                          renewal.map({ $0["originalTransactionId"]?.stringValue == subscriptionId }) ?? true else {
+                        renewal.map({ $0["originalTransactionId"]?.stringValue == subscriptionId }) ?? true
+                    else {
                         throw ProviderAPIError(.malformedResponse, status: 200, detail: "signed data of another subscription")
                     }
                     pull.statuses.append((item["status"]?.int64Value, transaction, renewal))
@@ -103,8 +104,10 @@ struct Reconciler: Sendable {
     /// Records `pull` inside the caller's open transaction (read committed): every new event
     /// through the App Store ingestion (binding, inbox, fold), the owner's subscription read
     /// before and after. The caller commits, then runs `pending` (claims after commit).
-    func record(_ pull: Pull, subscriptionId: String, now: Timestamp,
-                on db: DatabaseConnection) throws -> (outcome: Outcome, pending: [PendingIngestion]) {
+    func record(
+        _ pull: Pull, subscriptionId: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> (outcome: Outcome, pending: [PendingIngestion]) {
         let owner = try AppleBinding.owner(of: subscriptionId, on: db)
         let before = try owner.map { (user) throws(DatabaseError) in try Self.state(userId: user, subscriptionId: subscriptionId, on: db) } ?? nil
         var pending: [PendingIngestion] = []
@@ -121,8 +124,9 @@ struct Reconciler: Sendable {
             pending.append(recorded)
         }
         for status in pull.statuses {
-            var delivery = try AppleDelivery.pulledStatus(status: status.status, transaction: status.transaction, renewal: status.renewal,
-                                                          id: "", catalog: catalog, idPattern: idPattern)
+            var delivery = try AppleDelivery.pulledStatus(
+                status: status.status, transaction: status.transaction, renewal: status.renewal,
+                id: "", catalog: catalog, idPattern: idPattern)
             guard let id = try Self.statusEventId(delivery.event, subscriptionId: subscriptionId, on: db) else { continue }
             delivery.event.providerEventId = id
             let recorded = try AppleIngestion.record(delivery, policy: policy, now: now, on: db)
@@ -130,8 +134,11 @@ struct Reconciler: Sendable {
             pending.append(recorded)
         }
         let after = try owner.map { (user) throws(DatabaseError) in try Self.state(userId: user, subscriptionId: subscriptionId, on: db) } ?? nil
-        return (Outcome(subscriptionId: subscriptionId, userId: owner, environment: pull.environment, eventsAdded: added,
-                        before: before, after: after), pending)
+        return (
+            Outcome(
+                subscriptionId: subscriptionId, userId: owner, environment: pull.environment, eventsAdded: added,
+                before: before, after: after), pending
+        )
     }
 
     /// The inbox key of a pulled status: `status:<subscription>:<digest of what it states>:<predecessor>`,
@@ -141,7 +148,8 @@ struct Reconciler: Sendable {
     /// while a state that comes back after another (auto-renew off, then on again) is news.
     static func statusEventId(_ event: StoreEvent, subscriptionId: String, on db: DatabaseConnection) throws(DatabaseError) -> String? {
         let prefix = "status:\(subscriptionId):\(digest(event)):"
-        let newest = try db.queryOne("""
+        let newest = try db.queryOne(
+            """
             SELECT id, provider_event_id FROM billing_events
             WHERE subscription_id = \(subscriptionId) AND provider IN (\(list: AppleBinding.appleProviders))
               AND (in_billing_retry IS NOT NULL OR event_type LIKE 'SUBSCRIPTION_STATUS/%')
@@ -153,21 +161,25 @@ struct Reconciler: Sendable {
 
     /// A short digest of what a pulled status states (not when Apple signed it).
     static func digest(_ event: StoreEvent) -> String {
-        let fields: [String?] = [event.kind.rawValue, event.productId, event.environment.rawValue,
-                                 event.purchasedAt.map { String($0.millisecondsSinceEpoch) },
-                                 event.expiresAt.map { String($0.millisecondsSinceEpoch) },
-                                 event.willRenew.map { $0 ? "1" : "0" }, event.inBillingRetry.map { $0 ? "1" : "0" },
-                                 event.graceExpiresAt.map { String($0.millisecondsSinceEpoch) }, event.newProductId,
-                                 event.expirationIntent.map(String.init)]
+        let fields: [String?] = [
+            event.kind.rawValue, event.productId, event.environment.rawValue,
+            event.purchasedAt.map { String($0.millisecondsSinceEpoch) },
+            event.expiresAt.map { String($0.millisecondsSinceEpoch) },
+            event.willRenew.map { $0 ? "1" : "0" }, event.inBillingRetry.map { $0 ? "1" : "0" },
+            event.graceExpiresAt.map { String($0.millisecondsSinceEpoch) }, event.newProductId,
+            event.expirationIntent.map(String.init),
+        ]
         let text = fields.map { $0 ?? "-" }.joined(separator: "|")
         return String(SHA256.hexHash(Array(text.utf8)).prefix(16))
     }
 
     static func state(userId: String, subscriptionId: String, on db: DatabaseConnection) throws(DatabaseError) -> SubscriptionState? {
-        try db.queryOne("""
+        try db.queryOne(
+            """
             SELECT \(unsafeRaw: SubscriptionState.columns) FROM billing_subscriptions s
             WHERE s.user_id = \(userId) AND s.subscription_id = \(subscriptionId)
-            """).map { (row) throws(DatabaseError) in try SubscriptionState(row: row) }
+            """
+        ).map { (row) throws(DatabaseError) in try SubscriptionState(row: row) }
     }
 
     /// A subscription without its bookkeeping (which event spoke last, and when).
@@ -182,8 +194,10 @@ struct Reconciler: Sendable {
 extension SubscriptionState {
     /// What `subscriptions.reconcile` reports of a subscription before and after a pull.
     var reconcileJSON: JSON {
-        ["productId": JSON(productId), "tier": JSON(tier?.rawValue), "phase": .string(phase.rawValue), "willRenew": .bool(willRenew),
-         "environment": .string(environment.rawValue), "expiresAt": JSON(expiresAt?.iso8601),
-         "graceExpiresAt": JSON(graceExpiresAt?.iso8601), "pendingProductId": JSON(pendingChange?.productId)]
+        [
+            "productId": JSON(productId), "tier": JSON(tier?.rawValue), "phase": .string(phase.rawValue), "willRenew": .bool(willRenew),
+            "environment": .string(environment.rawValue), "expiresAt": JSON(expiresAt?.iso8601),
+            "graceExpiresAt": JSON(graceExpiresAt?.iso8601), "pendingProductId": JSON(pendingChange?.productId),
+        ]
     }
 }

@@ -19,9 +19,11 @@ struct RevenueCatReconciler: Sendable {
         var changed: Bool { before.map(Reconciler.essence) != after.map(Reconciler.essence) }
 
         var json: JSON {
-            ["provider": "revenuecat", "userId": .string(userId), "outcome": .string(changed ? "corrected" : "unchanged"),
-             "changed": .bool(changed), "eventsAdded": .int(Int64(eventsAdded)),
-             "before": .array(before.map(\.reconcileJSON)), "after": .array(after.map(\.reconcileJSON))]
+            [
+                "provider": "revenuecat", "userId": .string(userId), "outcome": .string(changed ? "corrected" : "unchanged"),
+                "changed": .bool(changed), "eventsAdded": .int(Int64(eventsAdded)),
+                "before": .array(before.map(\.reconcileJSON)), "after": .array(after.map(\.reconcileJSON)),
+            ]
         }
     }
 
@@ -43,15 +45,19 @@ struct RevenueCatReconciler: Sendable {
     /// Records `subscriber` inside the caller's open transaction (read committed): every new
     /// event through the common ingestion with the user as its only candidate. The caller
     /// commits, then runs `pending` (claims after commit).
-    func record(_ subscriber: RevenueCatSubscriber, userId: String, now: Timestamp,
-                on db: DatabaseConnection) throws -> (outcome: Outcome, pending: [PendingIngestion]) {
+    func record(
+        _ subscriber: RevenueCatSubscriber, userId: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> (outcome: Outcome, pending: [PendingIngestion]) {
         let before = try Self.subscriptions(userId: userId, on: db)
         var pending: [PendingIngestion] = []
         var added = 0
         for var pulled in subscriber.pulled {
             if pulled.event.kind != .nonRenewingPurchase,
-               let webhookKey = try Self.webhookSubscription(userId: userId, productId: pulled.event.productId,
-                                                             store: pulled.event.platform, on: db) {
+                let webhookKey = try Self.webhookSubscription(
+                    userId: userId, productId: pulled.event.productId,
+                    store: pulled.event.platform, on: db)
+            {
                 // The subscription RevenueCat's webhooks named (the fold matches it too, over
                 // the whole inbox; this is what the row's subscription_id says for statistics).
                 pulled.event.subscriptionId = webhookKey
@@ -60,8 +66,9 @@ struct RevenueCatReconciler: Sendable {
                 guard let id = try Self.stateEventId(digest: digest, userId: userId, event: pulled.event, on: db) else { continue }
                 pulled.event.providerEventId = id
             }
-            let recorded = try EventIngestion.record(pulled.event, payload: .value(pulled.payload), subjectCandidates: [userId],
-                                                     now: now, on: db)
+            let recorded = try EventIngestion.record(
+                pulled.event, payload: .value(pulled.payload), subjectCandidates: [userId],
+                now: now, on: db)
             if !recorded.outcome.duplicate { added += 1 }
             pending.append(recorded)
         }
@@ -79,7 +86,8 @@ struct RevenueCatReconciler: Sendable {
     static func stateEventId(digest: String, userId: String, event: StoreEvent, on db: DatabaseConnection) throws(DatabaseError) -> String? {
         let userKey = SHA256.hexHash(Array(userId.utf8)).prefix(16)
         let prefix = "rcpull:\(userKey):state:\(digest):"
-        let newest = try db.queryOne("""
+        let newest = try db.queryOne(
+            """
             SELECT e.id, e.provider_event_id FROM billing_events e
             WHERE e.id IN (SELECT p.event_id FROM billing_event_parties p WHERE p.user_id = \(userId)
                            UNION SELECT c.event_id FROM billing_event_user_candidates c WHERE c.candidate_id = \(userId))
@@ -92,10 +100,13 @@ struct RevenueCatReconciler: Sendable {
     }
 
     /// The subscription id of the user's latest RevenueCat webhook for this product and store.
-    static func webhookSubscription(userId: String, productId: String?, store: String?,
-                                    on db: DatabaseConnection) throws(DatabaseError) -> String? {
+    static func webhookSubscription(
+        userId: String, productId: String?, store: String?,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> String? {
         guard let productId else { return nil }
-        return try db.queryOne("""
+        return try db.queryOne(
+            """
             SELECT e.subscription_id FROM billing_event_parties p JOIN billing_events e ON e.id = p.event_id
             WHERE p.user_id = \(userId) AND e.provider = \(EventProvider.revenuecat.rawValue) AND e.status = 'applied'
               AND e.product_id = \(productId) AND e.store <=> \(store) AND e.subscription_id IS NOT NULL AND e.subscription_id <> ''
@@ -105,10 +116,12 @@ struct RevenueCatReconciler: Sendable {
 
     /// The user's subscriptions RevenueCat speaks for, as folded.
     static func subscriptions(userId: String, on db: DatabaseConnection) throws(DatabaseError) -> [SubscriptionState] {
-        try db.query("""
+        try db.query(
+            """
             SELECT \(unsafeRaw: SubscriptionState.columns) FROM billing_subscriptions s
             WHERE s.user_id = \(userId)
               AND s.provider IN (\(EventProvider.revenuecat.rawValue), \(EventProvider.revenuecatPull.rawValue))
-            """).map { (row) throws(DatabaseError) in try SubscriptionState(row: row) }.sorted(by: SubscriptionState.projectionOrder)
+            """
+        ).map { (row) throws(DatabaseError) in try SubscriptionState(row: row) }.sorted(by: SubscriptionState.projectionOrder)
     }
 }

@@ -16,11 +16,14 @@ struct RevenueCatAPI: Sendable {
     }
 
     /// The client `revenuecat.*` describes; nil when no API key is configured.
-    static func load(_ settings: BillingConfiguration.RevenueCat,
-                     sleep: @escaping @Sendable (Int64) -> Void = sleepMilliseconds) throws(ConfigurationError) -> RevenueCatAPI? {
+    static func load(
+        _ settings: BillingConfiguration.RevenueCat,
+        sleep: @escaping @Sendable (Int64) -> Void = sleepMilliseconds
+    ) throws(ConfigurationError) -> RevenueCatAPI? {
         guard settings.isAPIConfigured, let key = settings.apiKey else { return nil }
-        let client = try ProviderAPIClient(settings.client, name: "revenuecat", errorCodeMember: "code", successStatuses: [200, 201],
-                                           sleep: sleep)
+        let client = try ProviderAPIClient(
+            settings.client, name: "revenuecat", errorCodeMember: "code", successStatuses: [200, 201],
+            sleep: sleep)
         return RevenueCatAPI(apiKey: key, baseURL: settings.apiUrl, client: client)
     }
 

@@ -16,8 +16,10 @@ struct RevenueCatDelivery: Sendable {
     /// - Parameter eventText: the `event` member's text as the request's parser serialized
     ///   it (`HTTPRequest.jsonBody(limits:serializingMember:)`), stored as the payload; when
     ///   nil the event value is serialized when the row is written.
-    static func decode(_ body: JSON, tiers: TierResolver, idPattern: UserIdPattern,
-                       eventText: [UInt8]? = nil) throws(PayloadError) -> RevenueCatDelivery {
+    static func decode(
+        _ body: JSON, tiers: TierResolver, idPattern: UserIdPattern,
+        eventText: [UInt8]? = nil
+    ) throws(PayloadError) -> RevenueCatDelivery {
         let root = try PayloadReader(body, path: "")
         guard let eventValue = root.value("event") else { throw PayloadError("event", "required object") }
         let e = try PayloadReader(eventValue, path: "event")
@@ -158,7 +160,8 @@ struct TierResolver: Sendable {
 
     private static func asciiLowercased(_ haystack: String.UTF8View, contains needle: String.UTF8View) -> Bool {
         guard !needle.isEmpty else { return true }
-        let hay = Array(haystack), pattern = Array(needle)
+        let hay = Array(haystack)
+        let pattern = Array(needle)
         guard hay.count >= pattern.count else { return false }
         for start in 0...(hay.count - pattern.count) {
             var index = 0

@@ -31,8 +31,10 @@ struct RevenueCatSubscriber: Sendable {
     var pulled: [Pulled]
 
     /// The answer decoded; `PayloadError` when it is not CustomerInfo's shape.
-    static func decode(_ info: JSON, appUserId: String, tiers: TierResolver,
-                       catalog: [String: BillingConfiguration.Product]) throws(PayloadError) -> RevenueCatSubscriber {
+    static func decode(
+        _ info: JSON, appUserId: String, tiers: TierResolver,
+        catalog: [String: BillingConfiguration.Product]
+    ) throws(PayloadError) -> RevenueCatSubscriber {
         let root = try PayloadReader(info, path: "")
         guard let requestDate = try root.milliseconds("request_date_ms") else {
             throw PayloadError("request_date_ms", "required integer milliseconds")
@@ -73,8 +75,10 @@ struct RevenueCatSubscriber: Sendable {
             payload["product_id"] = .string(productId)
             if let refundedAt {
                 // The refund of this period, learned by pulling: one event per (period, refund).
-                let fields = [productId, store ?? "", String(purchasedAt?.millisecondsSinceEpoch ?? 0),
-                              String(refundedAt.millisecondsSinceEpoch)].joined(separator: "|")
+                let fields = [
+                    productId, store ?? "", String(purchasedAt?.millisecondsSinceEpoch ?? 0),
+                    String(refundedAt.millisecondsSinceEpoch),
+                ].joined(separator: "|")
                 event.providerEventId = "rcpull:\(userKey):refund:\(SHA256.hexHash(Array(fields.utf8)).prefix(32))"
                 pulled.append(Pulled(event: event, payload: .object(payload), stateDigest: nil))
             } else {
@@ -122,12 +126,14 @@ struct RevenueCatSubscriber: Sendable {
 
     /// A short digest of what a subscriber state states (not when it was asked).
     static func digest(_ event: StoreEvent) -> String {
-        let fields: [String?] = [event.kind.rawValue, event.productId, event.platform, event.environment.rawValue,
-                                 event.periodType, event.purchasedAt.map { String($0.millisecondsSinceEpoch) },
-                                 event.expiresAt.map { String($0.millisecondsSinceEpoch) },
-                                 event.willRenew.map { $0 ? "1" : "0" }, event.inBillingRetry.map { $0 ? "1" : "0" },
-                                 event.graceExpiresAt.map { String($0.millisecondsSinceEpoch) }, event.tier?.rawValue,
-                                 event.familyShared ? "family" : "owner"]
+        let fields: [String?] = [
+            event.kind.rawValue, event.productId, event.platform, event.environment.rawValue,
+            event.periodType, event.purchasedAt.map { String($0.millisecondsSinceEpoch) },
+            event.expiresAt.map { String($0.millisecondsSinceEpoch) },
+            event.willRenew.map { $0 ? "1" : "0" }, event.inBillingRetry.map { $0 ? "1" : "0" },
+            event.graceExpiresAt.map { String($0.millisecondsSinceEpoch) }, event.tier?.rawValue,
+            event.familyShared ? "family" : "owner",
+        ]
         let text = fields.map { $0 ?? "-" }.joined(separator: "|")
         return String(SHA256.hexHash(Array(text.utf8)).prefix(24))
     }
@@ -173,7 +179,8 @@ struct RevenueCatSubscriber: Sendable {
         guard let value = r.value("price") else { return (nil, nil) }
         let p = try PayloadReader(value, path: "\(r.path).price")
         guard let amount = try p.number("amount"), let code = try p.string("currency", maxLength: 3)?.uppercased(),
-              code.utf8.count == 3, code.utf8.allSatisfy({ $0 >= 65 && $0 <= 90 }) else { return (nil, nil) }
+            code.utf8.count == 3, code.utf8.allSatisfy({ $0 >= 65 && $0 <= 90 })
+        else { return (nil, nil) }
         return (Int64((amount * 1000).rounded()), code)
     }
 }

@@ -38,16 +38,19 @@ enum RevenueCatWebhook {
             context.metrics.webhook(.revenuecat, .rejected)
             throw error
         }
-        let outcome = try EventIngestion.ingest(delivery.event, payload: delivery.payload, subjectCandidates: delivery.userCandidates,
-                                                now: context.clock.now(), on: try context.requireDatabase())
+        let outcome = try EventIngestion.ingest(
+            delivery.event, payload: delivery.payload, subjectCandidates: delivery.userCandidates,
+            now: context.clock.now(), on: try context.requireDatabase())
         let result = EventIngestion.metricsOutcome(outcome)
         context.metrics.webhook(.revenuecat, result)
         context.outcome = result.rawValue
-        context.logger.info("webhook ingested", [
-            "webhook.provider": "revenuecat", "event.type": .string(delivery.event.rawType),
-            "event.outcome": .string(outcome.duplicate ? "duplicate" : outcome.status?.rawValue ?? "unknown"),
-            "event.id": outcome.eventId.map { .int(Int64($0)) } ?? .null,
-        ])
+        context.logger.info(
+            "webhook ingested",
+            [
+                "webhook.provider": "revenuecat", "event.type": .string(delivery.event.rawType),
+                "event.outcome": .string(outcome.duplicate ? "duplicate" : outcome.status?.rawValue ?? "unknown"),
+                "event.id": outcome.eventId.map { .int(Int64($0)) } ?? .null,
+            ])
         return .json(.ok, outcome.json)
     }
 }

@@ -51,17 +51,20 @@ enum PaywallEvents {
 
     /// Records a report and, for a first dismissal of the offering at the ladder's current
     /// stage, moves the ladder, in one transaction. (inserted, advanced).
-    static func record(_ report: Report, userId: String, offerings: PublishedContract<OfferingContract>, now: Timestamp,
-                       on db: DatabaseConnection) throws -> (Bool, Bool) {
+    static func record(
+        _ report: Report, userId: String, offerings: PublishedContract<OfferingContract>, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> (Bool, Bool) {
         let contract = offerings.contract
         let stage = report.offering.flatMap { OfferingLadder.stage(contract, placement: report.placement, offering: $0) }
         return try db.transaction(retries: 3) { db -> (Bool, Bool) in
-            try ErasedUsers.holdLive(userId, on: db)   // 410 user_deleted (SPEC §19)
+            try ErasedUsers.holdLive(userId, on: db)  // 410 user_deleted (SPEC §19)
             guard try insert(report, userId: userId, stage: stage, offeringVersion: offerings.version, now: now, on: db) else {
                 return (false, false)
             }
             guard report.type == "dismiss", let offering = report.offering,
-                  let step = OfferingLadder.advance(contract, placement: report.placement, dismissed: offering) else {
+                let step = OfferingLadder.advance(contract, placement: report.placement, dismissed: offering)
+            else {
                 return (true, false)
             }
             return (true, try OfferingLadder.advance(userId: userId, ladder: step.ladder, from: step.from, now: now, on: db))
@@ -69,17 +72,20 @@ enum PaywallEvents {
     }
 
     /// Records a report; false when (user, eventId) is already there (the UNIQUE key decides).
-    static func insert(_ report: Report, userId: String, stage: Int? = nil, offeringVersion: Int? = nil, now: Timestamp,
-                       on db: DatabaseConnection) throws(DatabaseError) -> Bool {
+    static func insert(
+        _ report: Report, userId: String, stage: Int? = nil, offeringVersion: Int? = nil, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> Bool {
         do {
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO billing_paywall_events (user_id, event_id, type, placement, offering, stage, offering_version,
                                                     result, environment, received_at)
                 VALUES (\(userId), \(report.eventId), \(report.type), \(report.placement), \(report.offering), \(stage),
                         \(offeringVersion), \(report.result), \(report.environment.rawValue), \(now))
                 """)
             return true
-        } catch where error.isDuplicateKey {
+        } catch  where error.isDuplicateKey {
             return false
         }
     }
@@ -136,7 +142,8 @@ enum PaywallEvents {
     /// Deletes up to `limit` rows older than the retention; returns how many went.
     @discardableResult
     static func purge(now: Timestamp, limit: Int = purgeBatch, on db: DatabaseConnection) throws(DatabaseError) -> Int {
-        let result = try db.execute("""
+        let result = try db.execute(
+            """
             DELETE FROM billing_paywall_events WHERE received_at < \(retentionCutoff(now: now)) ORDER BY received_at LIMIT \(limit)
             """)
         return Int(result.affectedRows)
@@ -148,10 +155,13 @@ enum PaywallEvents {
     static func purge(now: Timestamp, limit: Int, actor: String, on db: DatabaseConnection) throws -> Int {
         try db.transaction(retries: 3) { db -> Int in
             let removed = try purge(now: now, limit: limit, on: db)
-            try AuditLog.write(actor: actor, action: "stats.purgePaywallEvents",
-                               detail: ["cutoff": .string(retentionCutoff(now: now).iso8601), "limit": .int(Int64(limit)),
-                                        "deleted": .int(Int64(removed))],
-                               now: now, on: db)
+            try AuditLog.write(
+                actor: actor, action: "stats.purgePaywallEvents",
+                detail: [
+                    "cutoff": .string(retentionCutoff(now: now).iso8601), "limit": .int(Int64(limit)),
+                    "deleted": .int(Int64(removed)),
+                ],
+                now: now, on: db)
             return removed
         }
     }

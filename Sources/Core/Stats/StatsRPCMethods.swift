@@ -8,9 +8,12 @@ protocol StatsRPCContext: RPCContextProtocol {
 extension RPCMethodRegistry where Context: StatsRPCContext {
     /// `stats.subscriptions` and `stats.purgePaywallEvents` (docs/stats.md).
     mutating func registerStatsMethods() {
-        register("stats.subscriptions",
-                 summary: "Subscription analytics over [from, to): snapshots, counts vs the previous period, MRR, funnel, daily series, recent events",
-                 params: "{from: ISO-8601, to: ISO-8601, environment: \"production\"|\"sandbox\", currency?: ISO 4217 (default reporting.currency), timeZone?: IANA zone or +HH:MM (default UTC)}") { request, context in
+        register(
+            "stats.subscriptions",
+            summary: "Subscription analytics over [from, to): snapshots, counts vs the previous period, MRR, funnel, daily series, recent events",
+            params:
+                "{from: ISO-8601, to: ISO-8601, environment: \"production\"|\"sandbox\", currency?: ISO 4217 (default reporting.currency), timeZone?: IANA zone or +HH:MM (default UTC)}"
+        ) { request, context in
             try request.params.expectOnly("from", "to", "environment", "currency", "timeZone")
             let from = try request.params.requireTimestamp("from")
             let to = try request.params.requireTimestamp("to")
@@ -30,13 +33,17 @@ extension RPCMethodRegistry where Context: StatsRPCContext {
                 case .emptyPeriod: throw RPCError.invalidParams("\"to\" must be after \"from\"")
                 case .periodTooLong: throw RPCError.invalidParams("the period may span at most \(SubscriptionStats.maximumPeriodDays) days")
                 case .unknownTimeZone(let zone):
-                    throw RPCError.invalidParams("unknown \"timeZone\" \(zone): use an IANA name (MariaDB time zone tables) or an offset such as +02:00")
+                    throw RPCError.invalidParams(
+                        "unknown \"timeZone\" \(zone): use an IANA name (MariaDB time zone tables) or an offset such as +02:00")
                 }
             }
         }
-        register("stats.purgePaywallEvents",
-                 summary: "Delete paywall events older than 30 days now, audited with the cutoff and the count (workers also purge on their own every 10 minutes)",
-                 params: "{limit?: 1..1000000 rows (default 100000), actor}") { request, context in
+        register(
+            "stats.purgePaywallEvents",
+            summary:
+                "Delete paywall events older than 30 days now, audited with the cutoff and the count (workers also purge on their own every 10 minutes)",
+            params: "{limit?: 1..1000000 rows (default 100000), actor}"
+        ) { request, context in
             try request.params.expectOnly("limit", "actor")
             let limit = try request.params.optionalInt("limit", in: 1...1_000_000) ?? 100_000
             let actor = try request.params.requireActor()

@@ -3,7 +3,8 @@ extension SubscriptionStats {
 
     /// Users seen with a valid ID token on a UTC day of the period (billing_user_days).
     static func activeUsers(from: Timestamp, to: Timestamp, on db: DatabaseConnection) throws -> Int64 {
-        let row = try db.queryOne("""
+        let row = try db.queryOne(
+            """
             SELECT COUNT(DISTINCT user_id) AS n FROM billing_user_days
             WHERE day >= DATE(\(from)) AND day <= DATE(\(to.adding(milliseconds: -1)))
             """)
@@ -14,7 +15,8 @@ extension SubscriptionStats {
     /// the owner's sign-up to the subscription's first event (negative counts as 0).
     static func subscriberProfile(_ q: Query, on db: DatabaseConnection) throws -> JSON {
         let env = q.environment.rawValue
-        let row = try db.queryOne("""
+        let row = try db.queryOne(
+            """
             SELECT COUNT(*) OVER () AS n, MEDIAN(d.days) OVER () AS median_days FROM (
               SELECT GREATEST(0, TIMESTAMPDIFF(DAY, u.created_at, e.intrinsic_at)) AS days
               FROM billing_events e
@@ -37,11 +39,14 @@ extension SubscriptionStats {
     /// The paywall funnel per placement (`byStage: false`), or per placement, offering and
     /// ladder stage (`byStage: true`; events that named an offering): views, dismissals,
     /// purchase attempts, purchases (result done) and conversion = purchases / views.
-    static func funnel(environment env: String, from: Timestamp, to: Timestamp, byStage: Bool = false,
-                       on db: DatabaseConnection) throws -> [JSON] {
+    static func funnel(
+        environment env: String, from: Timestamp, to: Timestamp, byStage: Bool = false,
+        on db: DatabaseConnection
+    ) throws -> [JSON] {
         guard from < to else { return [] }
         let keys = byStage ? "placement, offering, stage" : "placement"
-        let rows = try db.query("""
+        let rows = try db.query(
+            """
             SELECT \(unsafeRaw: keys), SUM(type = 'view') AS views, SUM(type = 'dismiss') AS dismissals,
                    SUM(type = 'purchase') AS attempts, SUM(type = 'purchase' AND result = 'done') AS purchases
             FROM billing_paywall_events
@@ -50,7 +55,8 @@ extension SubscriptionStats {
             GROUP BY \(unsafeRaw: keys) ORDER BY \(unsafeRaw: keys)
             """)
         return try rows.map { row in
-            let views = try row.int64("views"), purchases = try row.int64("purchases")
+            let views = try row.int64("views")
+            let purchases = try row.int64("purchases")
             var entry: JSONObject = [
                 "placement": .string(try row.string("placement")), "views": .int(views),
                 "dismissals": .int(try row.int64("dismissals")),
@@ -66,7 +72,8 @@ extension SubscriptionStats {
     }
 
     static func recentEvents(environment env: String, on db: DatabaseConnection) throws -> [JSON] {
-        let rows = try db.query("""
+        let rows = try db.query(
+            """
             SELECT e.id, e.provider, e.event_type, e.kind, e.status, e.user_id, e.subscription_id, e.product_id,
                    e.is_trial, e.price_milli, e.currency, e.intrinsic_at, e.expires_at
             FROM billing_events e

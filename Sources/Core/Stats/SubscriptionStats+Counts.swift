@@ -21,12 +21,19 @@ extension SubscriptionStats {
 
         init(summing days: [DayCounts]) {
             for d in days {
-                new += d.counts.new; trials += d.counts.trials; converted += d.counts.converted
-                renewals += d.counts.renewals; cancellations += d.counts.cancellations; lost += d.counts.lost
-                refunds += d.counts.refunds; billingIssues += d.counts.billingIssues; revocations += d.counts.revocations
+                new += d.counts.new
+                trials += d.counts.trials
+                converted += d.counts.converted
+                renewals += d.counts.renewals
+                cancellations += d.counts.cancellations
+                lost += d.counts.lost
+                refunds += d.counts.refunds
+                billingIssues += d.counts.billingIssues
+                revocations += d.counts.revocations
                 grossMilli = Money.add(grossMilli, d.counts.grossMilli)
                 refundedMilli = Money.add(refundedMilli, d.counts.refundedMilli)
-                oneTimePurchases += d.counts.oneTimePurchases; familyShared += d.counts.familyShared
+                oneTimePurchases += d.counts.oneTimePurchases
+                familyShared += d.counts.familyShared
             }
         }
 
@@ -74,7 +81,8 @@ extension SubscriptionStats {
         // Before the scan: has the subscription a counted event, and was its latest
         // purchase/renewal a trial? (Everything later is in the scan.)
         var history: [String: (seenBefore: Bool, lastPeriodTrial: Bool)] = [:]
-        try db.forEachRow("""
+        try db.forEachRow(
+            """
             SELECT s.subscription_id,
               EXISTS (SELECT 1 FROM billing_events p
                       WHERE p.environment = \(env) AND p.subscription_id = s.subscription_id
@@ -85,22 +93,26 @@ extension SubscriptionStats {
                           AND p.status IN ('applied', 'unmatched') AND p.kind IN ('purchase', 'renewal')
                         ORDER BY p.intrinsic_at DESC, p.id DESC LIMIT 1), 0) AS last_period_trial
             FROM (SELECT DISTINCT e.subscription_id FROM billing_events e WHERE \(scanned)) s
-            """) { (row: SQLRow) throws(DatabaseError) in
-            let seen = try row.bool("seen_before"), trial = try row.bool("last_period_trial")
+            """
+        ) { (row: SQLRow) throws(DatabaseError) in
+            let seen = try row.bool("seen_before")
+            let trial = try row.bool("last_period_trial")
             if seen || trial { history[try row.string("subscription_id")] = (seen, trial) }
         }
 
         var days: [DayKey: Counts] = [:]
         var subscription: String?
         var fold = SubscriptionFold(seenBefore: false, lastPeriodTrial: false)
-        try db.forEachRow("""
+        try db.forEachRow(
+            """
             SELECT e.subscription_id, e.kind, e.is_trial, e.price_milli, e.currency, e.family_shared,
               e.intrinsic_at >= \(q.from) AS cur, COALESCE(e.purchased_at, e.intrinsic_at) AS period_key,
               \(localDay("e.intrinsic_at", zone: zone)) AS day
             FROM billing_events e
             WHERE \(scanned)
             ORDER BY e.subscription_id, e.intrinsic_at, e.id
-            """) { (row: SQLRow) throws(DatabaseError) in
+            """
+        ) { (row: SQLRow) throws(DatabaseError) in
             let key = try row.string("subscription_id")
             if key != subscription {
                 subscription = key
@@ -108,16 +120,18 @@ extension SubscriptionStats {
                 fold = SubscriptionFold(seenBefore: before?.seenBefore ?? false, lastPeriodTrial: before?.lastPeriodTrial ?? false)
             }
             let familyShared = try row.bool("family_shared")
-            let event = FoldedEvent(kind: try row.string("kind"), isTrial: try row.bool("is_trial"),
-                                    priceMilli: try row.optionalInt64("price_milli"),
-                                    inCurrency: try row.optionalString("currency") == q.currency && !familyShared,
-                                    current: try row.bool("cur"),
-                                    periodKey: try row.timestamp("period_key").millisecondsSinceEpoch)
+            let event = FoldedEvent(
+                kind: try row.string("kind"), isTrial: try row.bool("is_trial"),
+                priceMilli: try row.optionalInt64("price_milli"),
+                inCurrency: try row.optionalString("currency") == q.currency && !familyShared,
+                current: try row.bool("cur"),
+                periodKey: try row.timestamp("period_key").millisecondsSinceEpoch)
             let day = DayKey(current: event.current, day: try row.timestamp("day").millisecondsSinceEpoch)
             fold.fold(event, into: &days[day, default: Counts()])
         }
         // New family-shared subscriptions: the first counted event of each falls in the period.
-        try db.forEachRow("""
+        try db.forEachRow(
+            """
             SELECT e.intrinsic_at >= \(q.from) AS cur, \(localDay("e.intrinsic_at", zone: zone)) AS day, COUNT(*) AS n
             FROM billing_events e
             WHERE e.environment = \(env) AND e.intrinsic_at >= \(previousFrom) AND e.intrinsic_at < \(q.to)
@@ -127,13 +141,15 @@ extension SubscriptionStats {
                                 AND \(unsafeRaw: counted("p"))
                                 AND (p.intrinsic_at < e.intrinsic_at OR (p.intrinsic_at = e.intrinsic_at AND p.id < e.id)))
             GROUP BY cur, day
-            """) { (row: SQLRow) throws(DatabaseError) in
+            """
+        ) { (row: SQLRow) throws(DatabaseError) in
             let day = DayKey(current: try row.bool("cur"), day: try row.timestamp("day").millisecondsSinceEpoch)
             days[day, default: Counts()].familyShared += try row.int64("n")
         }
         return days.sorted { ($0.key.current ? 1 : 0, $0.key.day) < ($1.key.current ? 1 : 0, $1.key.day) }.map {
-            DayCounts(current: $0.key.current, day: formatDay(Timestamp(millisecondsSinceEpoch: $0.key.day).civil),
-                      counts: $0.value)
+            DayCounts(
+                current: $0.key.current, day: formatDay(Timestamp(millisecondsSinceEpoch: $0.key.day).civil),
+                counts: $0.value)
         }
     }
 
@@ -212,7 +228,9 @@ extension SubscriptionStats {
                 classes[p].refunds += 1
                 if classes[p].refunds == 1 { c.refunds += 1 }
                 periods[e.periodKey, default: (0, 0, 0)].refunds += 1
-                if periods[e.periodKey]!.refunds == 1 && e.inCurrency { c.refundedMilli = Money.add(c.refundedMilli, Money.magnitude(e.priceMilli ?? 0)) }
+                if periods[e.periodKey]!.refunds == 1 && e.inCurrency {
+                    c.refundedMilli = Money.add(c.refundedMilli, Money.magnitude(e.priceMilli ?? 0))
+                }
             }
             if e.kind == "revoke" {
                 classes[p].revocations += 1
@@ -240,7 +258,8 @@ extension SubscriptionStats {
 
     /// Every local day of [from, to) with its new and lost subscriptions (zeros included).
     static func dailySeries(_ q: Query, zone: String?, days: [DayCounts], on db: DatabaseConnection) throws -> [JSON] {
-        let bounds = try db.queryOne("""
+        let bounds = try db.queryOne(
+            """
             SELECT \(localDay("CAST(\(q.from) AS DATETIME(3))", zone: zone)) AS first_day,
                    \(localDay("CAST(\(q.to.adding(milliseconds: -1)) AS DATETIME(3))", zone: zone)) AS last_day
             """)

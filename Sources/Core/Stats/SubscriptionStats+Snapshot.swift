@@ -27,15 +27,16 @@ extension SubscriptionStats {
                 "at": .string(at.iso8601),
                 "active": .int(active), "trial": .int(trial), "paying": .int(paying), "familyShared": .int(familyShared),
                 "cancelling": .int(cancelling), "mrrMilli": .int(mrrMilli),
-                "byProduct": .array(products.map { p in
-                    [
-                        "productId": p.productId.map(JSON.string) ?? .null,
-                        "active": .int(p.active), "trial": .int(p.trial), "paying": .int(p.active - p.trial - p.familyShared),
-                        "familyShared": .int(p.familyShared),
-                        "cancelling": .int(p.cancelling), "mrrMilli": .int(p.mrrMilli),
-                        "cadence": p.cadence.map { .string($0.rawValue) } ?? .null,
-                    ]
-                }),
+                "byProduct": .array(
+                    products.map { p in
+                        [
+                            "productId": p.productId.map(JSON.string) ?? .null,
+                            "active": .int(p.active), "trial": .int(p.trial), "paying": .int(p.active - p.trial - p.familyShared),
+                            "familyShared": .int(p.familyShared),
+                            "cancelling": .int(p.cancelling), "mrrMilli": .int(p.mrrMilli),
+                            "cadence": p.cadence.map { .string($0.rawValue) } ?? .null,
+                        ]
+                    }),
             ]
         }
     }
@@ -46,8 +47,10 @@ extension SubscriptionStats {
     /// LIMIT 1 lookups in the covering per-subscription index find the latest event, the
     /// latest period start and the latest renewal intent before t; the two rows whose
     /// product and price matter are then read by primary key.
-    static func snapshot(at t: Timestamp, environment env: String, currency: String,
-                         cadence: (String) -> Cadence?, on db: DatabaseConnection) throws -> Snapshot {
+    static func snapshot(
+        at t: Timestamp, environment env: String, currency: String,
+        cadence: (String) -> Cadence?, on db: DatabaseConnection
+    ) throws -> Snapshot {
         let latest = "ORDER BY p.intrinsic_at DESC, p.id DESC LIMIT 1"
         let sameSubscription: SQLQuery = """
             p.environment = \(env) AND p.subscription_id = s.subscription_id AND p.intrinsic_at < \(t) AND \(unsafeRaw: counted("p"))
@@ -58,7 +61,8 @@ extension SubscriptionStats {
         // that period only: the later one stands (SPEC §5).
         let earlierRefund = "(le.kind IN ('refund', 'revoke') AND pe.purchased_at IS NOT NULL AND le.purchased_at < pe.purchased_at)"
         let never = Timestamp(millisecondsSinceEpoch: 0)
-        let rows = try db.query("""
+        let rows = try db.query(
+            """
             SELECT COALESCE(pe.product_id, le.product_id) AS product_id,
               COUNT(*) AS active,
               SUM(\(unsafeRaw: trial) = 1) AS trial,
@@ -115,10 +119,12 @@ extension SubscriptionStats {
             let periodDays = try row.optionalDouble("period_days")
             let productCadence = productId.flatMap(cadence) ?? periodDays.map { self.cadence(periodDays: $0) }
             let mrr = productCadence.map { Money.milli(Double(priceSum) * monthlyFactor($0)) } ?? 0
-            products.append(ProductSnapshot(productId: productId, active: try row.int64("active"), trial: try row.int64("trial"),
-                                            cancelling: try row.int64("cancelling"), familyShared: try row.int64("family_shared"),
-                                            mrrMilli: mrr,
-                                            cadence: productCadence))
+            products.append(
+                ProductSnapshot(
+                    productId: productId, active: try row.int64("active"), trial: try row.int64("trial"),
+                    cancelling: try row.int64("cancelling"), familyShared: try row.int64("family_shared"),
+                    mrrMilli: mrr,
+                    cadence: productCadence))
         }
         return Snapshot(at: t, products: products)
     }

@@ -37,8 +37,10 @@ enum SubscriptionStats {
 
     /// Computes the whole report. `cadence` maps a product id to its billing cadence (the
     /// catalog, else wording); unknown products fall back to the length of their period.
-    static func compute(_ query: Query, now: Timestamp, cadence: (String) -> Cadence?,
-                               on db: DatabaseConnection) throws -> JSON {
+    static func compute(
+        _ query: Query, now: Timestamp, cadence: (String) -> Cadence?,
+        on db: DatabaseConnection
+    ) throws -> JSON {
         let length = query.to.millisecondsSinceEpoch - query.from.millisecondsSinceEpoch
         guard length > 0 else { throw QueryError.emptyPeriod }
         guard length <= maximumPeriodDays * 86_400_000 else { throw QueryError.periodTooLong }
@@ -130,7 +132,9 @@ enum SubscriptionStats {
 
     /// Kinds that say nothing about a subscription's period, access or money: tests,
     /// transfers, and the informational types (SPEC §15), even when they carry a transaction.
-    static let notCountedKinds = "(" + (["test", "transfer"] + EventKind.allCases.filter(\.isInformational).map(\.rawValue))
+    static let notCountedKinds =
+        "("
+        + (["test", "transfer"] + EventKind.allCases.filter(\.isInformational).map(\.rawValue))
         .map { "'\($0)'" }.joined(separator: ", ") + ")"
 
     /// Kinds that open a period of access (the product and price in force come from them).

@@ -31,7 +31,10 @@ final class UserActivity: Sendable {
     func noteSeen(_ userId: String, now: Timestamp, on db: DatabaseConnection) {
         let day = Self.dayNumber(now)
         let known = state.withLock { s -> Bool in
-            if s.day != day { s.day = day; s.users.removeAll(keepingCapacity: true) }
+            if s.day != day {
+                s.day = day
+                s.users.removeAll(keepingCapacity: true)
+            }
             return s.users.contains(userId)
         }
         guard !known else { return }
@@ -51,7 +54,8 @@ final class UserActivity: Sendable {
     static func record(_ userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) {
         let startOfDay = Timestamp(millisecondsSinceEpoch: dayNumber(now) * 86_400_000)
         try db.execute("INSERT IGNORE INTO billing_user_days (day, user_id) VALUES (DATE(\(now)), \(userId))")
-        try db.execute("""
+        try db.execute(
+            """
             UPDATE billing_users SET last_seen_at = \(now)
             WHERE id = \(userId) AND (last_seen_at IS NULL OR last_seen_at < \(startOfDay))
             """)

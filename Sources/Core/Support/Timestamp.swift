@@ -29,8 +29,13 @@ struct CivilDateTime: Sendable, Equatable {
     var hour: Int, minute: Int, second: Int, millisecond: Int
 
     init(year: Int, month: Int, day: Int, hour: Int = 0, minute: Int = 0, second: Int = 0, millisecond: Int = 0) {
-        self.year = year; self.month = month; self.day = day
-        self.hour = hour; self.minute = minute; self.second = second; self.millisecond = millisecond
+        self.year = year
+        self.month = month
+        self.day = day
+        self.hour = hour
+        self.minute = minute
+        self.second = second
+        self.millisecond = millisecond
     }
 }
 
@@ -63,8 +68,9 @@ extension Timestamp {
         let day = Int(doy - (153 * mp + 2) / 5 + 1)
         let month = Int(mp < 10 ? mp + 3 : mp - 9)
         let year = Int(yoe + era * 400) + (month <= 2 ? 1 : 0)
-        return CivilDateTime(year: year, month: month, day: day, hour: secondOfDay / 3600,
-                             minute: secondOfDay % 3600 / 60, second: secondOfDay % 60, millisecond: millisecond)
+        return CivilDateTime(
+            year: year, month: month, day: day, hour: secondOfDay / 3600,
+            minute: secondOfDay % 3600 / 60, second: secondOfDay % 60, millisecond: millisecond)
     }
 
     /// ISO-8601 in UTC with milliseconds, as every API response prints instants.
@@ -81,9 +87,20 @@ extension Timestamp {
                     v /= 10
                 }
             }
-            put(c.year, 4, at: 0); buffer[4] = 0x2D; put(c.month, 2, at: 5); buffer[7] = 0x2D; put(c.day, 2, at: 8)
-            buffer[10] = 0x54; put(c.hour, 2, at: 11); buffer[13] = 0x3A; put(c.minute, 2, at: 14); buffer[16] = 0x3A
-            put(c.second, 2, at: 17); buffer[19] = 0x2E; put(c.millisecond, 3, at: 20); buffer[23] = 0x5A
+            put(c.year, 4, at: 0)
+            buffer[4] = 0x2D
+            put(c.month, 2, at: 5)
+            buffer[7] = 0x2D
+            put(c.day, 2, at: 8)
+            buffer[10] = 0x54
+            put(c.hour, 2, at: 11)
+            buffer[13] = 0x3A
+            put(c.minute, 2, at: 14)
+            buffer[16] = 0x3A
+            put(c.second, 2, at: 17)
+            buffer[19] = 0x2E
+            put(c.millisecond, 3, at: 20)
+            buffer[23] = 0x5A
             return 24
         }
     }
@@ -93,7 +110,8 @@ extension Timestamp {
             let s = String(v)
             return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
         }
-        return "\(pad(c.year, 4))-\(pad(c.month, 2))-\(pad(c.day, 2))T\(pad(c.hour, 2)):\(pad(c.minute, 2)):\(pad(c.second, 2)).\(pad(c.millisecond, 3))Z"
+        return
+            "\(pad(c.year, 4))-\(pad(c.month, 2))-\(pad(c.day, 2))T\(pad(c.hour, 2)):\(pad(c.minute, 2)):\(pad(c.second, 2)).\(pad(c.millisecond, 3))Z"
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fff][Z|+HH:MM|-HH:MM]` and `YYYY-MM-DD` (midnight UTC),
@@ -114,11 +132,17 @@ extension Timestamp {
             return v
         }
         guard b.count >= 10, let year = digits(0, 4), b[4] == 45, let month = digits(5, 2), b[7] == 45,
-              let day = digits(8, 2) else { return nil }
-        var hour = 0, minute = 0, second = 0, millisecond = 0, offsetSeconds = 0
+            let day = digits(8, 2)
+        else { return nil }
+        var hour = 0
+        var minute = 0
+        var second = 0
+        var millisecond = 0
+        var offsetSeconds = 0
         if b.count > 10 {
             guard b.count >= 19, b[10] == 84 || b[10] == 32, let h = digits(11, 2), b[13] == 58,
-                  let m = digits(14, 2), b[16] == 58, let s = digits(17, 2) else { return nil }
+                let m = digits(14, 2), b[16] == 58, let s = digits(17, 2)
+            else { return nil }
             (hour, minute, second) = (h, m, s)
             var i = 19
             if i < b.count, b[i] == 46 {
@@ -135,14 +159,18 @@ extension Timestamp {
             if i == b.count || (b[i] == 90 && i + 1 == b.count) {
                 offsetSeconds = 0
             } else if (b[i] == 43 || b[i] == 45), i + 6 == b.count, let oh = digits(i + 1, 2), b[i + 3] == 58,
-                      let om = digits(i + 4, 2), oh <= 23, om <= 59 {
+                let om = digits(i + 4, 2), oh <= 23, om <= 59
+            {
                 offsetSeconds = (oh * 3600 + om * 60) * (b[i] == 45 ? -1 : 1)
             } else {
                 return nil
             }
         }
-        guard let seconds = Timestamp.calendarSeconds(year: year, month: month, day: day, hour: hour, minute: minute,
-                                                       second: second) else { return nil }
+        guard
+            let seconds = Timestamp.calendarSeconds(
+                year: year, month: month, day: day, hour: hour, minute: minute,
+                second: second)
+        else { return nil }
         let milliseconds = (seconds - Int64(offsetSeconds)) * 1000 + Int64(millisecond)
         // The instant itself must be in years 0000–9999 UTC, where `iso8601` writes it back
         // as YYYY: an offset may carry a date at the edge outside (0000-01-01T01:00+02:00 is
@@ -161,7 +189,8 @@ extension Timestamp {
     /// are compared after a round trip through `gmtime_r`.
     static func calendarSeconds(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) -> Int64? {
         guard (1...12).contains(month), (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute),
-              (0...59).contains(second) else { return nil }
+            (0...59).contains(second)
+        else { return nil }
         var fields = tm()
         fields.tm_year = Int32(year - 1900)
         fields.tm_mon = Int32(month - 1)
@@ -172,8 +201,9 @@ extension Timestamp {
         var seconds = timegm(&fields)
         var back = tm()
         guard gmtime_r(&seconds, &back) != nil, back.tm_year == Int32(year - 1900), back.tm_mon == Int32(month - 1),
-              back.tm_mday == Int32(day), back.tm_hour == Int32(hour), back.tm_min == Int32(minute),
-              back.tm_sec == Int32(second) else { return nil }
+            back.tm_mday == Int32(day), back.tm_hour == Int32(hour), back.tm_min == Int32(minute),
+            back.tm_sec == Int32(second)
+        else { return nil }
         return Int64(seconds)
     }
 }

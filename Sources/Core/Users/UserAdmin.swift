@@ -23,8 +23,10 @@ enum UserAdmin {
     /// Inserts the users not known yet (an existing id keeps its row: idempotent), creates
     /// their access rows and audits the call, in one transaction per call; then folds in
     /// the store events that were waiting for any of them.
-    static func importUsers(_ users: [ImportedUser], actor: String, now: Timestamp,
-                                   on db: DatabaseConnection) throws -> ImportResult {
+    static func importUsers(
+        _ users: [ImportedUser], actor: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws -> ImportResult {
         var seen = Set<String>()
         let unique = users.filter { seen.insert($0.id).inserted }
         let inserted = try db.transaction(retries: 3, isolation: .readCommitted) { db -> Int in
@@ -41,16 +43,20 @@ enum UserAdmin {
                 // (checked after the insert, under its locks: an erasure committing meanwhile is seen).
                 if let erased = try ErasedUsers.erased(chunk.map(\.id), on: db).min() { throw BillingError.userDeleted(erased) }
                 let ids = chunk.map { SQLValue.string($0.id) }
-                try db.execute("""
+                try db.execute(
+                    """
                     INSERT IGNORE INTO billing_access (user_id, revision, updated_at)
                     SELECT u.id, 0, \(now) FROM billing_users u WHERE u.id IN (\(list: ids))
                     """)
                 start += chunkSize
             }
-            try AuditLog.write(actor: actor, action: "users.import",
-                               detail: ["received": .int(Int64(users.count)), "inserted": .int(Int64(inserted)),
-                                        "existing": .int(Int64(unique.count - inserted))],
-                               now: now, on: db)
+            try AuditLog.write(
+                actor: actor, action: "users.import",
+                detail: [
+                    "received": .int(Int64(users.count)), "inserted": .int(Int64(inserted)),
+                    "existing": .int(Int64(unique.count - inserted)),
+                ],
+                now: now, on: db)
             return inserted
         }
         // Users with unmatched events waiting for them: fold those in now (idempotent).
@@ -68,9 +74,11 @@ enum UserAdmin {
     }
 
     /// `users.delete`: an erasure (`UserErasure`, SPEC §19).
-    static func delete(userId: String, actor: String, reason: String?, now: Timestamp,
-                       policy: BillingConfiguration.Binding.Policy = .deny,
-                       on db: DatabaseConnection) throws -> UserErasure.Result {
+    static func delete(
+        userId: String, actor: String, reason: String?, now: Timestamp,
+        policy: BillingConfiguration.Binding.Policy = .deny,
+        on db: DatabaseConnection
+    ) throws -> UserErasure.Result {
         try UserErasure.erase(userId: userId, actor: actor, reason: reason, now: now, policy: policy, on: db)
     }
 }

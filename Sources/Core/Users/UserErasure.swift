@@ -30,8 +30,10 @@ enum UserErasure {
     /// Erases `userId` (see the type's documentation). Idempotent: an erased id answers
     /// `alreadyDeleted`; a user deleted before erasure existed (his row kept, `deleted_at`
     /// set) is erased now.
-    static func erase(userId: String, actor: String, reason: String?, now: Timestamp,
-                      policy: BillingConfiguration.Binding.Policy, on db: DatabaseConnection) throws -> Result {
+    static func erase(
+        userId: String, actor: String, reason: String?, now: Timestamp,
+        policy: BillingConfiguration.Binding.Policy, on db: DatabaseConnection
+    ) throws -> Result {
         try db.transaction(retries: 3, isolation: .readCommitted) { db -> Result in
             guard let user = try db.queryOne("SELECT created_at, source FROM billing_users WHERE id = \(userId) FOR UPDATE") else {
                 if let at = try ErasedUsers.erasedAt(userId, on: db) {
@@ -44,7 +46,8 @@ enum UserErasure {
             let tombstone = ErasedUsers.tombstonePrefix + Hex.encode(try SecureRandom.bytes(16))
             // Marked deleted first: the usage ledger lets its rows go only for a deleted user.
             try db.execute("UPDATE billing_users SET deleted_at = \(now) WHERE id = \(userId)")
-            try db.execute("""
+            try db.execute(
+                """
                 INSERT INTO billing_users (id, created_at, first_seen_at, last_seen_at, source, deleted_at)
                 VALUES (\(tombstone), \(try user.timestamp("created_at")), NULL, NULL, \(try user.string("source")), \(now))
                 """)
@@ -54,7 +57,8 @@ enum UserErasure {
             let bound = try db.query("SELECT original_transaction_id FROM billing_apple_bindings WHERE user_id = \(userId) FOR UPDATE")
                 .map { (row) throws(DatabaseError) -> String in try row.string("original_transaction_id") }
             for subscription in bound {
-                try db.execute("""
+                try db.execute(
+                    """
                     INSERT INTO billing_binding_audit (original_transaction_id, action, user_id, policy, created_at)
                     VALUES (\(subscription), 'unbound', \(tombstone), \(policy.rawValue), \(now))
                     """)
@@ -76,8 +80,11 @@ enum UserErasure {
                 ("billing_reconcile_state", "DELETE FROM billing_reconcile_state WHERE provider = 'revenuecat' AND subscription_id = \(userId)"),
             ]
             for subscription in bound {
-                deletions.append(("billing_reconcile_state",
-                                  "DELETE FROM billing_reconcile_state WHERE provider = 'apple' AND subscription_id = \(subscription)"))
+                deletions.append(
+                    (
+                        "billing_reconcile_state",
+                        "DELETE FROM billing_reconcile_state WHERE provider = 'apple' AND subscription_id = \(subscription)"
+                    ))
             }
             var removed: [String: Int] = [:]
             for deletion in deletions {
@@ -98,19 +105,24 @@ enum UserErasure {
 
             var counts = JSONObject()
             for table in removed.keys.sorted() { counts[table] = .int(Int64(removed[table]!)) }
-            try AuditLog.write(actor: actor, action: "users.delete", targetUserId: tombstone,
-                               detail: ["reason": JSON(reason), "unboundSubscriptions": .array(subscriptions.map(JSON.string)),
-                                        "removed": .object(counts), "scrubbedEvents": .int(Int64(scrubbed))],
-                               now: now, on: db)
-            return Result(unboundSubscriptions: subscriptions, removed: removed, scrubbedEvents: scrubbed,
-                          alreadyDeleted: false, deletedAt: now)
+            try AuditLog.write(
+                actor: actor, action: "users.delete", targetUserId: tombstone,
+                detail: [
+                    "reason": JSON(reason), "unboundSubscriptions": .array(subscriptions.map(JSON.string)),
+                    "removed": .object(counts), "scrubbedEvents": .int(Int64(scrubbed)),
+                ],
+                now: now, on: db)
+            return Result(
+                unboundSubscriptions: subscriptions, removed: removed, scrubbedEvents: scrubbed,
+                alreadyDeleted: false, deletedAt: now)
         }
     }
 
     /// Rewrites the payload of every inbox row that names him (his own, those he is a party
     /// of, those waiting for him as a candidate); returns how many changed.
     private static func scrubEvents(userId: String, tombstone: String, on db: DatabaseConnection) throws -> Int {
-        let rows = try db.query("""
+        let rows = try db.query(
+            """
             SELECT e.id, e.user_id, e.payload FROM billing_events e
             WHERE e.user_id = \(userId)
                OR e.id IN (SELECT p.event_id FROM billing_event_parties p WHERE p.user_id = \(userId))
@@ -120,8 +132,11 @@ enum UserErasure {
         var payloads: [(id: UInt64, owned: Bool, payload: JSON?)] = []
         for row in rows {
             let text = try row.string("payload")
-            payloads.append((try row.uint64("id"), try row.optionalString("user_id") == userId,
-                             try? JSON.parse(Array(text.utf8), limits: PersonalData.storedLimits)))
+            payloads.append(
+                (
+                    try row.uint64("id"), try row.optionalString("user_id") == userId,
+                    try? JSON.parse(Array(text.utf8), limits: PersonalData.storedLimits)
+                ))
         }
         // His identities: the id, and every alias his own events give him (RevenueCat's
         // aliases and original ids, anonymous ones included).
@@ -162,7 +177,8 @@ enum UserErasure {
         for row in rows {
             let id = try row.uint64("id")
             guard let text = try row.optionalString("detail"),
-                  let detail = try? JSON.parse(Array(text.utf8), limits: PersonalData.storedLimits) else { continue }
+                let detail = try? JSON.parse(Array(text.utf8), limits: PersonalData.storedLimits)
+            else { continue }
             let clean = PersonalData.scrub(detail, identities: [userId], tombstone: tombstone)
             if clean != detail { try db.execute("UPDATE audit_log SET detail = \(clean) WHERE id = \(id)") }
         }

@@ -7,9 +7,11 @@ protocol UserRPCContext: RPCContextProtocol {
 extension RPCMethodRegistry where Context: UserRPCContext {
     /// `users.import` and `users.delete`.
     mutating func registerUserMethods() {
-        register("users.import",
-                 summary: "Import users with their original sign-up time (idempotent; createdAt drives grandfather cohorts; waiting store events fold in)",
-                 params: "{users: [{id, createdAt: ISO-8601}] (at most 10000), actor}") { request, context in
+        register(
+            "users.import",
+            summary: "Import users with their original sign-up time (idempotent; createdAt drives grandfather cohorts; waiting store events fold in)",
+            params: "{users: [{id, createdAt: ISO-8601}] (at most 10000), actor}"
+        ) { request, context in
             try request.params.expectOnly("users", "actor")
             let actor = try request.params.requireActor()
             let elements = try request.params.requireArray("users")
@@ -22,8 +24,10 @@ extension RPCMethodRegistry where Context: UserRPCContext {
                 guard case .object = element else { throw RPCError.invalidParams("\"\(field)\" must be an object", field: field) }
                 do {
                     try params.expectOnly("id", "createdAt")
-                    users.append(UserAdmin.ImportedUser(id: try params.requireUserId("id", pattern: context.idPattern),
-                                                        createdAt: try params.requireTimestamp("createdAt")))
+                    users.append(
+                        UserAdmin.ImportedUser(
+                            id: try params.requireUserId("id", pattern: context.idPattern),
+                            createdAt: try params.requireTimestamp("createdAt")))
                 } catch let error as RPCError {
                     var nested = error
                     let inner = (error.data?["field"]?.stringValue).map { "\(field).\($0)" } ?? field
@@ -36,25 +40,33 @@ extension RPCMethodRegistry where Context: UserRPCContext {
                 }
             }
             let result = try UserAdmin.importUsers(users, actor: actor, now: context.clock.now(), on: try context.requireDatabase())
-            return ["received": .int(Int64(users.count)), "inserted": .int(Int64(result.inserted)),
-                    "existing": .int(Int64(result.existing)), "claimedEvents": .array(result.claimed.map(JSON.string))]
+            return [
+                "received": .int(Int64(users.count)), "inserted": .int(Int64(result.inserted)),
+                "existing": .int(Int64(result.existing)), "claimedEvents": .array(result.claimed.map(JSON.string)),
+            ]
         }
-        register("users.delete",
-                 summary: "Erase a user (SPEC §19): his access, bindings, grants, campaigns, ladder stages, usage and paywall events go, his payloads are scrubbed, his events and audits re-keyed to a tombstone; the id is refused from then on; audited",
-                 params: "{userId, actor, reason?}") { request, context in
+        register(
+            "users.delete",
+            summary:
+                "Erase a user (SPEC §19): his access, bindings, grants, campaigns, ladder stages, usage and paywall events go, his payloads are scrubbed, his events and audits re-keyed to a tombstone; the id is refused from then on; audited",
+            params: "{userId, actor, reason?}"
+        ) { request, context in
             try request.params.expectOnly("userId", "actor", "reason")
             let userId = try request.params.requireUserId(pattern: context.idPattern)
             let actor = try request.params.requireActor()
             let reason = try request.params.optionalString("reason", maxLength: 255)
             let now = context.clock.now()
-            let result = try UserAdmin.delete(userId: userId, actor: actor, reason: reason, now: now,
-                                              policy: context.bindingPolicy, on: try context.requireDatabase())
+            let result = try UserAdmin.delete(
+                userId: userId, actor: actor, reason: reason, now: now,
+                policy: context.bindingPolicy, on: try context.requireDatabase())
             var removed = JSONObject()
             for table in result.removed.keys.sorted() { removed[table] = .int(Int64(result.removed[table]!)) }
-            return ["userId": .string(userId), "deleted": .bool(!result.alreadyDeleted), "alreadyDeleted": .bool(result.alreadyDeleted),
-                    "deletedAt": JSON(result.deletedAt?.iso8601),
-                    "unboundSubscriptions": .array(result.unboundSubscriptions.map(JSON.string)),
-                    "removed": .object(removed), "scrubbedEvents": .int(Int64(result.scrubbedEvents))]
+            return [
+                "userId": .string(userId), "deleted": .bool(!result.alreadyDeleted), "alreadyDeleted": .bool(result.alreadyDeleted),
+                "deletedAt": JSON(result.deletedAt?.iso8601),
+                "unboundSubscriptions": .array(result.unboundSubscriptions.map(JSON.string)),
+                "removed": .object(removed), "scrubbedEvents": .int(Int64(result.scrubbedEvents)),
+            ]
         }
     }
 }
