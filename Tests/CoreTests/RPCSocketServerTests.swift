@@ -191,3 +191,34 @@ import Testing
         #expect(try RPCAdminCommandLine.parse(["--help"]).showHelp)
     }
 }
+
+/// The one command-line reader of both daemons (issue 33).
+@Suite struct CommandLineScannerTests {
+    @Test func readsValuesFlagsAndRanges() throws {
+        var words = CommandLineScanner(["--config", "/etc/x.json", "--status", "--threads", "8", "--ttl", "0", "--socket"])
+        #expect(words.next() == "--config")
+        #expect(try words.value("--config") == "/etc/x.json")
+        #expect(words.next() == "--status")
+        #expect(words.next() == "--threads")
+        #expect(try words.integer("--threads", in: 1...256) == 8)
+        #expect(words.next() == "--ttl")
+        #expect(throws: CommandLineScanner.UsageError(message: "--ttl must be an integer in 1...60, got 0")) {
+            try words.integer("--ttl", in: 1...60)
+        }
+        #expect(words.next() == "--socket")
+        #expect(throws: CommandLineScanner.UsageError(message: "--socket needs a value")) { try words.value("--socket") }
+        #expect(words.next() == nil)
+        var numbers = CommandLineScanner(["0", "inf", "2.5"])
+        for _ in 0..<2 { #expect(throws: CommandLineScanner.UsageError.self) { try numbers.positiveNumber("--idle-timeout") } }
+        #expect(try numbers.positiveNumber("--idle-timeout") == 2.5)
+    }
+
+    @Test func theWorkerAndTheCommandsAnswerUsageErrorsWith64() {
+        #expect(WorkerApp.main(arguments: ["--threads", "0"], environment: [:]) == 64)
+        #expect(WorkerApp.main(arguments: ["--socket"], environment: [:]) == 64)
+        #expect(WorkerApp.main(arguments: ["--nope", "x"], environment: [:]) == 64)
+        #expect(RPCAdminApp.migrate(["--config"], environment: [:]) == 64)
+        #expect(RPCAdminApp.doctor(["--min-free-bytes", "-1"], environment: [:]) == 64)
+        #expect(RPCAdminApp.devToken(["--ttl", "soon"]) == 64)
+    }
+}

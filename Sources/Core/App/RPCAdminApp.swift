@@ -150,17 +150,21 @@ public enum RPCAdminApp {
         var config: String?
         var sqlDir: String?
         var statusOnly = false
-        var rest = arguments[...]
-        while let argument = rest.popFirst() {
-            switch argument {
-            case "--config": config = rest.popFirst()
-            case "--sql-dir": sqlDir = rest.popFirst()
-            case "--status": statusOnly = true
-            case "-h", "--help":
-                print(migrateUsage, terminator: "")
-                return 0
-            default: return fail("unknown argument \(argument)\n\n\(migrateUsage)", status: 64)
+        var words = CommandLineScanner(arguments)
+        do throws(CommandLineScanner.UsageError) {
+            while let argument = words.next() {
+                switch argument {
+                case "--config": config = try words.value(argument)
+                case "--sql-dir": sqlDir = try words.value(argument)
+                case "--status": statusOnly = true
+                case "-h", "--help":
+                    print(migrateUsage, terminator: "")
+                    return 0
+                default: throw CommandLineScanner.unknown(argument)
+                }
             }
+        } catch {
+            return fail("\(error.message)\n\n\(migrateUsage)", status: 64)
         }
         guard let config = config ?? defaultConfig(environment), let sqlDir = sqlDir ?? defaultSQLDirectory() else {
             return fail("--config and --sql-dir are required\n\n\(migrateUsage)", status: 64)
@@ -206,26 +210,29 @@ public enum RPCAdminApp {
     static func devToken(_ arguments: [String]) -> Int32 {
         var values: [String: String] = [:]
         var user: String?
-        var rest = arguments[...]
-        while let argument = rest.popFirst() {
-            switch argument {
-            case "--key", "--kid", "--issuer", "--audience", "--ttl":
-                guard let value = rest.popFirst() else { return fail("missing value for \(argument)", status: 64) }
-                values[argument] = value
-            case "-h", "--help":
-                print(devTokenUsage, terminator: "")
-                return 0
-            default:
-                guard user == nil, !argument.hasPrefix("--") else { return fail("unexpected \(argument)\n\n\(devTokenUsage)", status: 64) }
-                user = argument
+        var ttl: Int64 = 3600
+        var words = CommandLineScanner(arguments)
+        do throws(CommandLineScanner.UsageError) {
+            while let argument = words.next() {
+                switch argument {
+                case "--key", "--kid", "--issuer", "--audience": values[argument] = try words.value(argument)
+                case "--ttl": ttl = try words.integer(argument, in: 1...Int64(Int32.max))
+                case "-h", "--help":
+                    print(devTokenUsage, terminator: "")
+                    return 0
+                default:
+                    guard user == nil, !argument.hasPrefix("--") else { throw CommandLineScanner.unknown(argument) }
+                    user = argument
+                }
             }
+        } catch {
+            return fail("\(error.message)\n\n\(devTokenUsage)", status: 64)
         }
         guard let keyPath = values["--key"], let kid = values["--kid"], let issuer = values["--issuer"],
             let audience = values["--audience"], let user
         else {
             return fail("--key, --kid, --issuer, --audience and USER_ID are required\n\n\(devTokenUsage)", status: 64)
         }
-        let ttl = Int64(values["--ttl"] ?? "3600") ?? 3600
         do {
             let key = try PrivateKey(pem: try FileIO.readString(keyPath))
             let algorithm: String
@@ -272,26 +279,24 @@ public enum RPCAdminApp {
         var asJSON = false
         var minimumFree: UInt64?
         var maxSkew: Int64?
-        var rest = arguments[...]
-        while let argument = rest.popFirst() {
-            switch argument {
-            case "--config": config = rest.popFirst()
-            case "--sql-dir": sqlDir = rest.popFirst()
-            case "--url": url = rest.popFirst()
-            case "--json": asJSON = true
-            case "--min-free-bytes":
-                guard let value = rest.popFirst().flatMap({ UInt64($0) }) else { return fail("--min-free-bytes takes a number", status: 64) }
-                minimumFree = value
-            case "--max-clock-skew-ms":
-                guard let value = rest.popFirst().flatMap({ Int64($0) }), value >= 0 else {
-                    return fail("--max-clock-skew-ms takes a number", status: 64)
+        var words = CommandLineScanner(arguments)
+        do throws(CommandLineScanner.UsageError) {
+            while let argument = words.next() {
+                switch argument {
+                case "--config": config = try words.value(argument)
+                case "--sql-dir": sqlDir = try words.value(argument)
+                case "--url": url = try words.value(argument)
+                case "--json": asJSON = true
+                case "--min-free-bytes": minimumFree = try words.integer(argument, in: 0...UInt64.max)
+                case "--max-clock-skew-ms": maxSkew = try words.integer(argument, in: 0...Int64.max)
+                case "-h", "--help":
+                    print(doctorUsage, terminator: "")
+                    return 0
+                default: throw CommandLineScanner.unknown(argument)
                 }
-                maxSkew = value
-            case "-h", "--help":
-                print(doctorUsage, terminator: "")
-                return 0
-            default: return fail("unknown argument \(argument)\n\n\(doctorUsage)", status: 64)
             }
+        } catch {
+            return fail("\(error.message)\n\n\(doctorUsage)", status: 64)
         }
         guard let sqlDir = sqlDir ?? defaultSQLDirectory() else { return fail("--sql-dir is required\n\n\(doctorUsage)", status: 64) }
         let configPath = config ?? defaultConfig(environment)

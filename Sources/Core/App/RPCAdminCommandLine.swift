@@ -38,36 +38,30 @@ struct RPCAdminCommandLine: Sendable, Equatable {
 
     /// Parses the arguments after the program name.
     static func parse(_ arguments: [String]) throws(RPCServerError) -> RPCAdminCommandLine {
+        do {
+            return try scan(arguments)
+        } catch {
+            throw RPCServerError(error.message)
+        }
+    }
+
+    private static func scan(_ arguments: [String]) throws(CommandLineScanner.UsageError) -> RPCAdminCommandLine {
         var result = RPCAdminCommandLine()
-        var remaining = arguments[...]
-        func value(for option: String) throws(RPCServerError) -> String {
-            guard let value = remaining.popFirst() else { throw RPCServerError("\(option) needs a value") }
-            return value
-        }
-        func positive(_ option: String) throws(RPCServerError) -> Double {
-            let text = try value(for: option)
-            guard let number = Double(text), number > 0, number.isFinite else {
-                throw RPCServerError("\(option) must be a positive number, got \(text)")
-            }
-            return number
-        }
-        while let argument = remaining.popFirst() {
+        var words = CommandLineScanner(arguments)
+        while let argument = words.next() {
             switch argument {
-            case "--socket": result.socketPath = try value(for: argument)
-            case "--config": result.configPath = try value(for: argument)
-            case "--log-file": result.logFile = try value(for: argument)
-            case "--max-connections":
-                let number = try positive(argument)
-                guard let count = Int(exactly: number) else { throw RPCServerError("--max-connections must be an integer") }
-                result.maxConnections = count
-            case "--idle-timeout": result.idleTimeoutSeconds = try positive(argument)
-            case "--read-timeout": result.readTimeoutSeconds = try positive(argument)
+            case "--socket": result.socketPath = try words.value(argument)
+            case "--config": result.configPath = try words.value(argument)
+            case "--log-file": result.logFile = try words.value(argument)
+            case "--max-connections": result.maxConnections = try words.integer(argument, in: 1...Int(Int32.max))
+            case "--idle-timeout": result.idleTimeoutSeconds = try words.positiveNumber(argument)
+            case "--read-timeout": result.readTimeoutSeconds = try words.positiveNumber(argument)
             case "-h", "--help": result.showHelp = true
-            default: throw RPCServerError("unknown argument \(argument)")
+            default: throw CommandLineScanner.unknown(argument)
             }
         }
         if !result.showHelp && result.socketPath == nil && result.configPath == nil {
-            throw RPCServerError("--config FILE (or --socket PATH) is required")
+            throw CommandLineScanner.UsageError(message: "--config FILE (or --socket PATH) is required")
         }
         return result
     }

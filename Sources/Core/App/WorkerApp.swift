@@ -38,33 +38,28 @@ public enum WorkerApp {
     /// failure, 64 usage).
     public static func main(arguments: [String], environment: [String: String]) -> Int32 {
         var options = Options()
-        var rest = arguments[...]
-        while let argument = rest.popFirst() {
-            if argument == "--help" || argument == "-h" {
-                print(usage, terminator: "")
-                return 0
+        var words = CommandLineScanner(arguments)
+        do throws(CommandLineScanner.UsageError) {
+            while let argument = words.next() {
+                switch argument {
+                case "-h", "--help":
+                    print(usage, terminator: "")
+                    return 0
+                case "-V", "--version":
+                    print(BuildInfo.versionLine("billing-fcgi"))
+                    return 0
+                case "--config": options.config = try words.value(argument)
+                case "--socket": options.socket = try words.value(argument)
+                case "--log-file": options.logFile = try words.value(argument)
+                case "--threads": options.threads = try words.integer(argument, in: 1...256)
+                case "--max-body": options.maxBody = try words.integer(argument, in: 1024...Int.max)
+                case "--max-requests": options.maxRequests = try words.integer(argument, in: 0...Int.max)
+                case "--metrics-dir": options.metricsDirectory = try words.value(argument)
+                default: throw CommandLineScanner.unknown(argument)
+                }
             }
-            if argument == "--version" || argument == "-V" {
-                print(BuildInfo.versionLine("billing-fcgi"))
-                return 0
-            }
-            guard let value = rest.popFirst() else { return usageError("missing value for \(argument)") }
-            switch argument {
-            case "--config": options.config = value
-            case "--socket": options.socket = value
-            case "--log-file": options.logFile = value
-            case "--threads":
-                guard let n = Int(value), (1...256).contains(n) else { return usageError("--threads must be 1...256") }
-                options.threads = n
-            case "--max-body":
-                guard let n = Int(value), n >= 1024 else { return usageError("--max-body must be at least 1024") }
-                options.maxBody = n
-            case "--max-requests":
-                guard let n = Int(value), n >= 0 else { return usageError("--max-requests must be a non-negative integer") }
-                options.maxRequests = n
-            case "--metrics-dir": options.metricsDirectory = value
-            default: return usageError("unknown option \(argument)")
-            }
+        } catch {
+            return usageError(error.message)
         }
         guard let socket = options.socket else { return usageError("--socket is required") }
 
