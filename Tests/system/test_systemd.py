@@ -243,12 +243,15 @@ PY
             self.assertTrue(checks[name]["ok"], checks[name])
 
     def requests_while(self, action):
-        """Health requests through nginx, back to back, while `action` runs: their statuses."""
+        """Health requests through nginx while `action` runs: their statuses. Paced under the
+        site's health zone (20 r/s, burst 100): a refusal here is the restart's, never the
+        rate limit's (unpaced, a slow restart once let the loop outrun the bucket)."""
         statuses, done = [], threading.Event()
 
         def load():
             while not done.is_set():
                 statuses.append(self.curl("/api/v1/health")[0])
+                time.sleep(0.06)
 
         thread = threading.Thread(target=load)
         thread.start()
