@@ -150,21 +150,19 @@ public enum RPCAdminApp {
         var config: String?
         var sqlDir: String?
         var statusOnly = false
-        var words = CommandLineScanner(arguments)
-        do throws(CommandLineScanner.UsageError) {
-            while let argument = words.next() {
+        if let status = readOptions(
+            arguments, usage: migrateUsage,
+            { argument, words throws(CommandLineScanner.UsageError) in
                 switch argument {
                 case "--config": config = try words.value(argument)
                 case "--sql-dir": sqlDir = try words.value(argument)
                 case "--status": statusOnly = true
-                case "-h", "--help":
-                    print(migrateUsage, terminator: "")
-                    return 0
-                default: throw CommandLineScanner.unknown(argument)
+                default: return false
                 }
-            }
-        } catch {
-            return fail("\(error.message)\n\n\(migrateUsage)", status: 64)
+                return true
+            })
+        {
+            return status
         }
         guard let config = config ?? defaultConfig(environment), let sqlDir = sqlDir ?? defaultSQLDirectory() else {
             return fail("--config and --sql-dir are required\n\n\(migrateUsage)", status: 64)
@@ -211,22 +209,20 @@ public enum RPCAdminApp {
         var values: [String: String] = [:]
         var user: String?
         var ttl: Int64 = 3600
-        var words = CommandLineScanner(arguments)
-        do throws(CommandLineScanner.UsageError) {
-            while let argument = words.next() {
+        if let status = readOptions(
+            arguments, usage: devTokenUsage,
+            { argument, words throws(CommandLineScanner.UsageError) in
                 switch argument {
                 case "--key", "--kid", "--issuer", "--audience": values[argument] = try words.value(argument)
                 case "--ttl": ttl = try words.integer(argument, in: 1...Int64(Int32.max))
-                case "-h", "--help":
-                    print(devTokenUsage, terminator: "")
-                    return 0
                 default:
-                    guard user == nil, !argument.hasPrefix("--") else { throw CommandLineScanner.unknown(argument) }
+                    guard user == nil, !argument.hasPrefix("--") else { return false }
                     user = argument
                 }
-            }
-        } catch {
-            return fail("\(error.message)\n\n\(devTokenUsage)", status: 64)
+                return true
+            })
+        {
+            return status
         }
         guard let keyPath = values["--key"], let kid = values["--kid"], let issuer = values["--issuer"],
             let audience = values["--audience"], let user
@@ -279,9 +275,9 @@ public enum RPCAdminApp {
         var asJSON = false
         var minimumFree: UInt64?
         var maxSkew: Int64?
-        var words = CommandLineScanner(arguments)
-        do throws(CommandLineScanner.UsageError) {
-            while let argument = words.next() {
+        if let status = readOptions(
+            arguments, usage: doctorUsage,
+            { argument, words throws(CommandLineScanner.UsageError) in
                 switch argument {
                 case "--config": config = try words.value(argument)
                 case "--sql-dir": sqlDir = try words.value(argument)
@@ -289,14 +285,12 @@ public enum RPCAdminApp {
                 case "--json": asJSON = true
                 case "--min-free-bytes": minimumFree = try words.integer(argument, in: 0...UInt64.max)
                 case "--max-clock-skew-ms": maxSkew = try words.integer(argument, in: 0...Int64.max)
-                case "-h", "--help":
-                    print(doctorUsage, terminator: "")
-                    return 0
-                default: throw CommandLineScanner.unknown(argument)
+                default: return false
                 }
-            }
-        } catch {
-            return fail("\(error.message)\n\n\(doctorUsage)", status: 64)
+                return true
+            })
+        {
+            return status
         }
         guard let sqlDir = sqlDir ?? defaultSQLDirectory() else { return fail("--sql-dir is required\n\n\(doctorUsage)", status: 64) }
         let configPath = config ?? defaultConfig(environment)
@@ -317,6 +311,28 @@ public enum RPCAdminApp {
             print(failed == 0 ? "all \(checks.count) checks pass" : "\(failed) of \(checks.count) checks fail")
         }
         return checks.allSatisfy(\.ok) ? 0 : 1
+    }
+
+    /// Reads a command's options, one word at a time, with `read`, which returns false for
+    /// a word it does not know; `-h`/`--help` prints `usage`. Returns the status to exit
+    /// with (0 after the help, 64 after a usage error), or nil to go on.
+    private static func readOptions(
+        _ arguments: [String], usage: String,
+        _ read: (String, inout CommandLineScanner) throws(CommandLineScanner.UsageError) -> Bool
+    ) -> Int32? {
+        var words = CommandLineScanner(arguments)
+        do throws(CommandLineScanner.UsageError) {
+            while let argument = words.next() {
+                if argument == "-h" || argument == "--help" {
+                    print(usage, terminator: "")
+                    return 0
+                }
+                guard try read(argument, &words) else { throw CommandLineScanner.unknown(argument) }
+            }
+        } catch {
+            return fail("\(error.message)\n\n\(usage)", status: 64)
+        }
+        return nil
     }
 
     private static func fail(_ message: String, status: Int32) -> Int32 {
