@@ -43,7 +43,7 @@ import Testing
     /// `user` inside the retry's transaction, then lets `then` finish (or fail) the replay.
     func replayers(
         recording eventId: String, for user: String,
-        then: @escaping @Sendable (PendingIngestion) throws -> QuarantineReplay
+        then: @escaping @Sendable (EventIngestion.Outcome) throws -> QuarantineReplay
     ) -> QuarantineReplayers {
         let event = purchase(eventId, sub: "s-\(user)")
         var replayers = QuarantineReplayers()
@@ -73,8 +73,8 @@ import Testing
     @Test func aReplayerIngestsInsideTheRetryTransaction() throws {
         try withMigratedDatabase { db in
             let user = try knownUser(on: db)
-            let replayers = replayers(recording: "replay-ok", for: user) { pending in
-                QuarantineReplay(.applied(eventId: try #require(pending.outcome.eventId)), ingestion: pending)
+            let replayers = replayers(recording: "replay-ok", for: user) { recorded in
+                QuarantineReplay(.applied(eventId: try #require(recorded.eventId)))
             }
             let id = try quarantine(provider: "revenuecat", on: db)
             let results = try replayers.retry(ids: nil, limit: 100, actor: "ops@test", now: now, on: db)
@@ -91,12 +91,13 @@ import Testing
                 _ = try EventIngestion.record(event, payload: [:], subjectCandidates: [], now: now, on: db)
             }
             #expect(try count("SELECT COUNT(*) AS n FROM billing_events WHERE provider_event_id = 'outside'", on: db) == 0)
-            // ... and its after-commit steps refuse to run inside one.
-            let pending = try db.transaction { db in
-                try EventIngestion.record(event, payload: [:], subjectCandidates: [], now: now, on: db)
+            // ... and inside one, the claim of an event stored waiting is left for after the commit.
+            let outcome = try db.transaction { db in
+                let outcome = try EventIngestion.record(event, payload: [:], subjectCandidates: [], now: now, on: db)
+                #expect(db.afterCommitSteps.count == 1)
+                return outcome
             }
-            #expect(throws: DatabaseError.self) { try db.transaction { db in try pending.finish(on: db) } }
-            try pending.finish(on: db)
+            #expect(outcome.status == .unmatched && db.afterCommitSteps.isEmpty)
         }
     }
 }

@@ -7,12 +7,14 @@ extension QuotaService {
         userId: String, meter: String, amount: Int64, idempotencyKey: String, now: Timestamp,
         services: BillingServices, on db: DatabaseConnection
     ) throws -> Consumption {
-        try consume(
+        try AccessSnapshot.consume(
             userId: userId, meter: meter, amount: amount, idempotencyKey: idempotencyKey, now: now,
             plans: try services.plans.plans(on: db), enforcement: services.flags.current(on: db).enforcement, on: db)
     }
 
     static func status(for snapshot: AccessSnapshot, services: BillingServices, on db: DatabaseConnection) throws -> QuotaStatus {
-        try status(for: snapshot, plans: try services.plans.plans(on: db), enforcement: services.flags.current(on: db).enforcement, on: db)
+        let plan = plan(for: snapshot.quotaSubject, plans: try services.plans.plans(on: db))
+        return plan.status(
+            used: try usage(userId: snapshot.userId, windows: plan.windows, on: db), enforcement: services.flags.current(on: db).enforcement)
     }
 }

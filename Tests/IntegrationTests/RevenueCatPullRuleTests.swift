@@ -119,10 +119,9 @@ import Testing
             ],
         ]
         let subscriber = try RevenueCatSubscriber.decode(info, appUserId: user, tiers: tiers, catalog: [:])
-        let (outcome, pending) = try db.transaction(retries: 3, isolation: .readCommitted) { db in
+        let outcome = try db.transaction(retries: 3, isolation: .readCommitted) { db in
             try reconciler.record(subscriber, userId: user, now: Self.now, on: db)
         }
-        for step in pending { try step.finish(on: db) }
         return outcome.eventsAdded
     }
 

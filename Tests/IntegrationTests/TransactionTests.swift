@@ -132,6 +132,57 @@ private struct BodyFailure: Error {}
         }
     }
 
+    @Test func afterCommitStepsRunOnceCommittedInOrderAndGoWithARollback() throws {
+        try withTestConnection { db in
+            try db.execute("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB")
+            #expect(throws: DatabaseError.self) { try db.afterCommit { _ in } }
+            // Committed: the steps run in order, outside the transaction, and see its rows.
+            let seen = Mutex<[String]>([])
+            try db.transaction { tx in
+                try tx.execute("INSERT INTO t VALUES (\(1))")
+                try tx.afterCommit { db in
+                    let n = try db.transaction { tx in try tx.queryOne("SELECT COUNT(*) AS n FROM t")?.int("n") }
+                    seen.withLock { $0.append("first \(db.isInTransaction) \(n ?? -1)") }
+                }
+                try tx.afterCommit { _ in seen.withLock { $0.append("second") } }
+                #expect(seen.withLock { $0.isEmpty }, "nothing runs before the commit")
+            }
+            #expect(seen.withLock { $0 } == ["first false 1", "second"])
+            // Rolled back: the steps go with it.
+            #expect(throws: BodyFailure.self) {
+                try db.transaction { tx in
+                    try tx.afterCommit { _ in seen.withLock { $0.append("rolled back") } }
+                    throw BodyFailure()
+                }
+            }
+            // Retried: only the attempt that committed registers what runs.
+            let attempts = Mutex(0)
+            try db.transaction(retries: 2) { tx in
+                let attempt = attempts.withLock {
+                    $0 += 1
+                    return $0
+                }
+                try tx.afterCommit { _ in seen.withLock { $0.append("attempt \(attempt)") } }
+                if attempt == 1 { throw DatabaseError.transactionEndedByServer(sql: "test") }
+            }
+            #expect(seen.withLock { $0 } == ["first false 1", "second", "attempt 2"])
+            // A failing step throws, the transaction stays committed and its body does not run again.
+            let bodies = Mutex(0)
+            #expect(throws: DatabaseError.self) {
+                try db.transaction(retries: 3) { tx in
+                    bodies.withLock { $0 += 1 }
+                    try tx.execute("INSERT INTO t VALUES (\(2))")
+                    try tx.afterCommit { _ in throw DatabaseError.transactionEndedByServer(sql: "step") }
+                }
+            }
+            #expect(bodies.withLock { $0 } == 1 && db.afterCommitSteps.isEmpty)
+            #expect(try db.transaction { tx in try tx.query("SELECT COUNT(*) AS n FROM t").first?.int("n") } == 2)
+            // A read-only snapshot runs its steps too.
+            try db.readOnlySnapshot { tx in try tx.afterCommit { _ in seen.withLock { $0.append("read only") } } }
+            #expect(seen.withLock { $0.last } == "read only")
+        }
+    }
+
     @Test func lockWaitTimeoutIsRetriedABoundedNumberOfTimes() throws {
         try withTestDatabase { configuration, environment in
             var shortWait = configuration

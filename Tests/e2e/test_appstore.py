@@ -522,6 +522,9 @@ class OneSnapshot(unittest.TestCase):
         self.assertEqual(set(answer["balances"]), set(got["balances"]))
         snapshot = rpc("access.get", {"userId": user})["result"]["snapshot"]
         self.assertEqual(set(snapshot), set(got))
+        # One reader: the same values too, balances included (nothing was consumed between).
+        same = ["tier", "phase", "planVersion", "capabilities", "enforcement", "balances", "sources"]
+        self.assertEqual({k: snapshot[k] for k in same if k in got}, {k: got[k] for k in same if k in got})
 
 
 class Quarantine(unittest.TestCase):

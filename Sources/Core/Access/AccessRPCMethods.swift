@@ -33,13 +33,12 @@ extension RPCMethodRegistry where Context: AccessRPCContext {
                     ]
                 }
                 guard let user = try db.queryOne("SELECT created_at, source, deleted_at FROM billing_users WHERE id = \(userId)"),
-                    var snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: cadence, on: db)
+                    let snapshot = try AccessSnapshot.loadWithQuota(
+                        userId: userId, now: now, cadence: cadence, plans: try context.plans.plans(on: db),
+                        enforcement: context.flags.current(on: db).enforcement, planCache: nil, on: db)?.snapshot
                 else {
                     throw BillingError.notFound("user", ["userId": .string(userId)])
                 }
-                snapshot.quota = try QuotaService.status(
-                    for: snapshot, plans: try context.plans.plans(on: db),
-                    enforcement: context.flags.current(on: db).enforcement, on: db)
                 let subscriptions = try db.query(
                     "SELECT \(unsafeRaw: SubscriptionState.columns) FROM billing_subscriptions s WHERE s.user_id = \(userId) ORDER BY s.subscription_id"
                 )

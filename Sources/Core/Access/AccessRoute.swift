@@ -59,20 +59,17 @@ enum AccessRoute {
         return snapshot
     }
 
-    /// Record, plan and usage read in one READ ONLY transaction with a consistent snapshot:
-    /// the balances never straddle a commit the access rows don't show. The record and its
-    /// usage go to the cache (unless the user still has unmatched events to claim).
+    /// `AccessSnapshot.loadWithQuota` in its own READ ONLY transaction with a consistent
+    /// snapshot. The record and its usage go to the cache (unless the user still has
+    /// unmatched events to claim).
     static func loadWithQuota(
         userId: String, now: Timestamp, cadence: (String) -> Cadence?, context: some Context,
         on db: DatabaseConnection
     ) throws -> AccessSnapshot? {
-        let loaded = try db.readOnlySnapshot { db -> (AccessSnapshot, SnapshotCache.Entry)? in
-            guard let record = try AccessRecord.load(userId: userId, now: now, on: db) else { return nil }
-            var snapshot = AccessSnapshot(record: record, now: now, cadence: cadence)
-            let plan = context.snapshots.plan(for: snapshot, plans: try context.plans.plans(on: db))
-            let used = try QuotaService.usage(userId: userId, windows: plan.windows, on: db)
-            snapshot.quota = plan.status(used: used, enforcement: context.flags.current(on: db).enforcement)
-            return (snapshot, SnapshotCache.Entry(record: record, windows: plan.windows, used: used))
+        let loaded = try db.readOnlySnapshot { db in
+            try AccessSnapshot.loadWithQuota(
+                userId: userId, now: now, cadence: cadence, plans: try context.plans.plans(on: db),
+                enforcement: context.flags.current(on: db).enforcement, planCache: context.snapshots, on: db)
         }
         guard let (snapshot, entry) = loaded else { return nil }
         if !entry.record.unclaimed { context.snapshots.store(entry) }

@@ -18,7 +18,7 @@ struct AccessSnapshot: Sendable, Equatable {
     var storeCadence: Cadence?
     /// The user's sign-up: quota windows are anchored there.
     var userCreatedAt: Timestamp?
-    /// Plan version, capabilities, balances and enforcement (`QuotaService.status`).
+    /// Plan version, capabilities, balances and enforcement (`AccessSnapshot.loadWithQuota`).
     var quota: QuotaStatus?
     /// The user's access row exists but was never folded: his creation committed and the
     /// claim of his unmatched events that follows it did not (the process died, or the

@@ -64,7 +64,7 @@ final class SnapshotCache: Sendable {
     /// versions and sign-up, and no window rolled over nor version taken effect since),
     /// otherwise a new one, kept for the next request.
     func plan(for snapshot: AccessSnapshot, plans published: [PublishedPlan]) -> QuotaPlan {
-        let (resolved, reused) = QuotaService.plan(for: snapshot, plans: published, reusing: plans[snapshot.userId])
+        let (resolved, reused) = QuotaService.plan(for: snapshot.quotaSubject, plans: published, reusing: plans[snapshot.userId])
         if !reused { plans.store(resolved, for: snapshot.userId) }
         return resolved.plan
     }

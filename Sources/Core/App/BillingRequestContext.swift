@@ -3,7 +3,7 @@
 /// the one type that knows every feature's context protocol, and answers each from
 /// `BillingServices`: the router and the features see only the protocols.
 final class BillingRequestContext: RequestContextProtocol, AuthenticatedRequestContext, DatabaseRequestContext,
-    HealthCheck.Context, AccessRoute.Context, QuotaRoutes.Context, RevenueCatWebhook.Context,
+    HealthCheck.Context, AccessRoute.Context, QuotaRoutes.Context, UsageRoute.Context, RevenueCatWebhook.Context,
     AppleTransactionRoute.Context, PaywallEvents.Context, OfferingsRoute.Context
 {
     let workerIndex: Int

@@ -8,7 +8,7 @@ enum BillingRoutes {
         router.get("\(prefix)/ping") { request, context in HealthCheck.ping(request, context) }
         router.get("\(prefix)/billing/access") { request, context in try AccessRoute.handle(request, context) }
         router.post("\(prefix)/billing/webhooks/revenuecat") { request, context in try RevenueCatWebhook.handle(request, context) }
-        router.post("\(prefix)/billing/usage") { request, context in try QuotaRoutes.usage(request, context) }
+        router.post("\(prefix)/billing/usage") { request, context in try UsageRoute.handle(request, context) }
         router.get("\(prefix)/billing/plans") { request, context in try QuotaRoutes.plans(request, context) }
         router.post("\(prefix)/billing/webhooks/apple") { request, context in try AppleWebhook.handle(request, context) }
         router.post("\(prefix)/billing/apple/transactions") { request, context in try AppleTransactionRoute.handle(request, context) }

@@ -82,7 +82,7 @@ enum AppleBinding {
             """)
         try audit("moved", previous: owner)
         // Both parties locked before either's events move or fold, in one global order (SPEC §5).
-        try AccessProjector.lockAccessRows([owner, userId], now: now, on: db)
+        try UserLock.lockAll([owner, userId], now: now, on: db)
         // The subscription's App Store events change owner; RevenueCat's stay with whoever
         // RevenueCat named.
         let moving = try db.query(
@@ -141,7 +141,7 @@ enum AppleBinding {
     static func claimUnmatched(subscriptionId: String, now: Timestamp, on db: DatabaseConnection) throws {
         try db.transaction(retries: 3, isolation: .readCommitted) { db in
             guard let owner = try owner(of: subscriptionId, on: db) else { return }
-            try AccessProjector.lockAccessRow(userId: owner, now: now, on: db)
+            try UserLock.lock(owner, now: now, on: db)
             if try attachUnmatched(subscriptionId: subscriptionId, to: owner, now: now, on: db) {
                 _ = try AccessProjector.refold(userId: owner, now: now, on: db)
             }

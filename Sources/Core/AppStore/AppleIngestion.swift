@@ -1,33 +1,38 @@
-/// App Store deliveries into the shared inbox and fold: `EventIngestion` with the
-/// subscription's binding deciding the subject inside the ingestion transaction.
+/// App Store deliveries into the shared inbox and fold: `EventIngestion`'s two entry points
+/// with the subscription's binding deciding the subject inside the ingestion transaction.
 enum AppleIngestion {
     /// In its own transaction, with its after-commit steps (the webhook, the transaction route).
     static func ingest(
         _ delivery: AppleDelivery, policy: BillingConfiguration.Binding.Policy, now: Timestamp,
         on db: DatabaseConnection
     ) throws -> EventIngestion.Outcome {
-        try EventIngestion.commit(on: db) { db in try record(delivery, policy: policy, now: now, on: db) }
+        try EventIngestion.deliver(delivery.ingestion(policy: policy, now: now), now: now, on: db)
     }
 
-    /// Inside the caller's open transaction (`EventIngestion.record`); the caller runs
-    /// `finish` on the result after its commit.
+    /// Inside the caller's open transaction (`EventIngestion.record`: a pull, a replay).
     static func record(
         _ delivery: AppleDelivery, policy: BillingConfiguration.Binding.Policy, now: Timestamp,
         on db: DatabaseConnection
-    ) throws(DatabaseError) -> PendingIngestion {
-        let event = delivery.event
-        var pending = try EventIngestion.record(
-            event, payload: .value(delivery.payload), subjectCandidates: delivery.userCandidates, now: now, on: db,
-            resolveSubject: { (db) throws(DatabaseError) -> [String] in
+    ) throws(DatabaseError) -> EventIngestion.Outcome {
+        try EventIngestion.record(delivery.ingestion(policy: policy, now: now), now: now, on: db)
+    }
+}
+
+extension AppleDelivery {
+    /// The delivery as the ledger takes it: the subscription's binding decides the subject
+    /// inside the ingestion transaction, and an event stored waiting is claimed by
+    /// subscription after commit (a binding created meanwhile could not see it).
+    func ingestion(policy: BillingConfiguration.Binding.Policy, now: Timestamp) -> EventIngestion.Delivery {
+        let (event, candidates, transactionId) = (event, userCandidates, transaction?.transactionId)
+        return EventIngestion.Delivery(
+            event: event, payload: .value(payload), candidates: candidates,
+            resolveCandidates: { (db) throws(DatabaseError) -> [String] in
                 try AppleBinding.resolveSubject(
-                    subscriptionId: event.subscriptionId, candidates: delivery.userCandidates,
-                    transactionId: delivery.transaction?.transactionId,
+                    subscriptionId: event.subscriptionId, candidates: candidates, transactionId: transactionId,
                     environment: event.environment, policy: policy, now: now, on: db)
+            },
+            afterCommitWhenUnmatched: event.subscriptionId.map { subscription in
+                { db in try AppleBinding.claimUnmatched(subscriptionId: subscription, now: now, on: db) }
             })
-        // Stored unmatched: a binding created meanwhile could not see it; claim it after commit.
-        if pending.outcome.status == .unmatched, let subscription = event.subscriptionId {
-            pending.afterCommit { db in try AppleBinding.claimUnmatched(subscriptionId: subscription, now: now, on: db) }
-        }
-        return pending
     }
 }

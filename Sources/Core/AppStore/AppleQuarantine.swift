@@ -90,15 +90,13 @@ enum AppleQuarantineReplay {
         } catch {
             return QuarantineReplay(.stillFailing(reason: (error as? AppleVerificationError)?.reason.rawValue ?? "malformed"))
         }
-        let pending = try AppleIngestion.record(delivery, policy: policy, now: now, on: db)
-        if !pending.outcome.duplicate, let eventId = pending.outcome.eventId {
-            return QuarantineReplay(.applied(eventId: eventId), ingestion: pending)
-        }
+        let recorded = try AppleIngestion.record(delivery, policy: policy, now: now, on: db)
+        if !recorded.duplicate, let eventId = recorded.eventId { return QuarantineReplay(.applied(eventId: eventId)) }
         let existing = try db.queryOne(
             """
             SELECT id FROM billing_events WHERE provider = \(delivery.event.provider.rawValue)
               AND provider_event_id = \(delivery.event.providerEventId)
             """)?.uint64("id")
-        return QuarantineReplay(.duplicate(eventId: existing), ingestion: pending)
+        return QuarantineReplay(.duplicate(eventId: existing))
     }
 }

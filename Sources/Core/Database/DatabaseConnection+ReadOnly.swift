@@ -4,6 +4,8 @@ extension DatabaseConnection {
     /// from several tables (access row, grants, campaigns) never straddles a commit, and a
     /// write inside fails instead of slipping through.
     func readOnlySnapshot<T>(_ body: (DatabaseConnection) throws -> T) throws -> T {
-        try inTransaction(begin: "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY", isolation: .repeatableRead, body)
+        let value = try inTransaction(begin: "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY", isolation: .repeatableRead, body)
+        try runAfterCommitSteps()
+        return value
     }
 }

@@ -39,15 +39,40 @@ extension DatabaseConnection {
         _ body: (DatabaseConnection) throws -> T
     ) throws -> T {
         var attempt = 0
+        let value: T
         while true {
             attempt += 1
             do {
-                return try inTransaction(begin: "START TRANSACTION", isolation: isolation ?? .repeatableRead, body)
+                value = try inTransaction(begin: "START TRANSACTION", isolation: isolation ?? .repeatableRead, body)
+                break
             } catch let error as DatabaseError where error.isDeadlockOrLockWait && attempt <= retries {
                 onRetry(error)
                 Self.backoff(attempt: attempt)
             }
         }
+        // Committed: a step's failure (a deadlock included) must not run the body again.
+        try runAfterCommitSteps()
+        return value
+    }
+
+    /// Registers `step` to run once the open transaction has committed, outside it (a step
+    /// may open transactions of its own): claims a concurrent transaction could not see
+    /// before the commit, and next the outbox's wake-up. Steps run in the order registered,
+    /// after the whole transaction (retries included) returned; a rolled-back attempt's
+    /// steps go with it, and a retried body registers them again. A step that throws makes
+    /// the transaction's call throw, its effects committed: the steps must be idempotent,
+    /// since a caller that retries (a provider re-delivering) runs them again.
+    func afterCommit(_ step: @escaping (DatabaseConnection) throws -> Void) throws(DatabaseError) {
+        guard isInTransaction else { throw .misuse("afterCommit outside a transaction") }
+        afterCommitSteps.append(step)
+    }
+
+    /// Runs and clears what the transaction that just committed registered.
+    func runAfterCommitSteps() throws {
+        guard !afterCommitSteps.isEmpty else { return }
+        let steps = afterCommitSteps
+        afterCommitSteps = []
+        for step in steps { try step(self) }
     }
 
     /// Whether a `transaction` is open on this connection (for code that must run inside
@@ -75,6 +100,7 @@ extension DatabaseConnection {
             try executeEndingTransaction("COMMIT")
             return value
         } catch {
+            afterCommitSteps = []
             rollbackQuietly()
             throw error
         }

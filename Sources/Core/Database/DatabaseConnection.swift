@@ -18,6 +18,8 @@ final class DatabaseConnection {
     /// The isolation level this session was last set to, and the session it was set on
     /// (`inTransaction` sets it only when it changes: one round trip less per transaction).
     var sessionIsolation: (generation: Int, level: IsolationLevel)?
+    /// What the open transaction registered to run once it has committed (`afterCommit`).
+    var afterCommitSteps: [(DatabaseConnection) throws -> Void] = []
 
     /// Does not connect; the first call does.
     /// Told each time a transaction is rolled back and run again (deadlock, lock wait), with

@@ -94,7 +94,7 @@ enum EventAdmin {
             guard try UserDirectory.knownUsers([userId], on: db).contains(userId) else {
                 throw BillingError.notFound("user", ["userId": .string(userId)])
             }
-            try AccessProjector.lockAccessRow(userId: userId, now: now, on: db)
+            try UserLock.lock(userId, now: now, on: db)
             let stored = try db.query(
                 "SELECT \(unsafeRaw: SubscriptionState.columns) FROM billing_subscriptions s WHERE s.user_id = \(userId) ORDER BY s.subscription_id"
             )

@@ -17,15 +17,13 @@ enum ReplayOutcome: Sendable, Equatable {
     case stillFailing(reason: String)
 }
 
-/// A replay done inside the retry's transaction: its outcome and, when it ingested the
-/// delivery, the ingestion's steps for after the commit.
+/// A replay done inside the retry's transaction: its outcome (an ingestion's after-commit
+/// steps are registered on that transaction).
 struct QuarantineReplay {
     var outcome: ReplayOutcome
-    var ingestion: PendingIngestion?
 
-    init(_ outcome: ReplayOutcome, ingestion: PendingIngestion? = nil) {
+    init(_ outcome: ReplayOutcome) {
         self.outcome = outcome
-        self.ingestion = ingestion
     }
 }
 
@@ -79,16 +77,15 @@ struct QuarantineReplayers: Sendable {
         id: UInt64, actor: String, now: Timestamp,
         on db: DatabaseConnection
     ) throws -> JSON {
-        let result: (entry: JSON, ingestion: PendingIngestion?)
         do {
-            result = try db.transaction(retries: 3, isolation: .readCommitted) { db -> (entry: JSON, ingestion: PendingIngestion?) in
+            return try db.transaction(retries: 3, isolation: .readCommitted) { db -> JSON in
                 let delivery: QuarantinedDelivery
                 switch try Self.lockOpenRow(id, on: db) {
                 case .open(let row): delivery = row
-                case .done(let entry): return (entry, nil)
+                case .done(let entry): return entry
                 }
                 guard let replayer = replayer(for: delivery.provider) else {
-                    return (["id": .int(Int64(id)), "provider": .string(delivery.provider), "outcome": "no_replayer"], nil)
+                    return ["id": .int(Int64(id)), "provider": .string(delivery.provider), "outcome": "no_replayer"]
                 }
                 let replay: QuarantineReplay
                 do {
@@ -98,22 +95,18 @@ struct QuarantineReplayers: Sendable {
                 } catch {
                     throw ReplayFailed()
                 }
-                return (try Self.record(delivery, replay.outcome, actor: actor, now: now, on: db), replay.ingestion)
+                return try Self.record(delivery, replay.outcome, actor: actor, now: now, on: db)
             }
         } catch is ReplayFailed {
-            result = (
-                try db.transaction(retries: 3) { db -> JSON in
-                    switch try Self.lockOpenRow(id, on: db) {
-                    case .open(let delivery):
-                        return try Self.record(delivery, .stillFailing(reason: "replay_error"), actor: actor, now: now, on: db)
-                    case .done(let entry):
-                        return entry
-                    }
-                }, nil
-            )
+            return try db.transaction(retries: 3) { db -> JSON in
+                switch try Self.lockOpenRow(id, on: db) {
+                case .open(let delivery):
+                    return try Self.record(delivery, .stillFailing(reason: "replay_error"), actor: actor, now: now, on: db)
+                case .done(let entry):
+                    return entry
+                }
+            }
         }
-        try result.ingestion?.finish(on: db)
-        return result.entry
     }
 
     /// The replayer threw something other than an outage or a deadlock.

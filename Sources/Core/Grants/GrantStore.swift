@@ -29,7 +29,7 @@ enum GrantStore {
                 throw BillingError(.invalidParams, "\"expiresAt\" must be after startsAt", data: ["field": "expiresAt"])
             }
             // The user's access row first: the same lock order as the store fold.
-            try AccessProjector.lockAccessRow(userId: request.userId, now: now, on: db)
+            try UserLock.lock(request.userId, now: now, on: db)
             let id: UInt64
             do {
                 let result = try db.execute(
@@ -81,7 +81,7 @@ enum GrantStore {
                 throw BillingError.notFound("grant", ["grantId": .int(Int64(grantId))])
             }
             if before.revokedAt != nil { return (before, false) }
-            try AccessProjector.lockAccessRow(userId: before.userId, now: now, on: db)
+            try UserLock.lock(before.userId, now: now, on: db)
             let result = try db.execute(
                 """
                 UPDATE billing_grants SET revoked_at = \(now), revoked_by = \(actor), revoke_reason = \(reason)

@@ -180,17 +180,3 @@ enum QuotaResolution {
         return result
     }
 }
-
-extension AccessSnapshot {
-    /// Every source of access in force at `serverTime` as the plan sees it: each store
-    /// subscription granting access (a trial as a trial) and each grant and campaign.
-    var planSources: [QuotaResolution.Source] {
-        var result = storeInForce.map { s in
-            QuotaResolution.Source(
-                tier: s.tier ?? .free, isTrial: s.isTrialInForce(at: serverTime),
-                trialStartsAt: s.trialStartsAt, trialEndsAt: s.trialEndsAt)
-        }
-        result += sources.filter { $0.kind != "store" }.map { QuotaResolution.Source(tier: $0.tier) }
-        return result
-    }
-}

@@ -7,34 +7,30 @@ struct QuotaStatus: Sendable, Equatable {
     var enforcement: Enforcement
 }
 
+/// Whose quota it is, as the plan sees him: every source of access in force at `now` (a
+/// store trial as a trial) and the instant his windows are anchored at (his sign-up). The
+/// access snapshot says it (`AccessSnapshot.quotaSubject`); the quota needs nothing else of him.
+struct QuotaSubject: Sendable, Equatable {
+    var userId: String
+    var sources: [QuotaResolution.Source]
+    var anchor: Timestamp
+    var now: Timestamp
+}
+
 enum QuotaService {
-    /// What the plan in force gives the snapshot's user: version, capabilities and each
-    /// meter's limit and current window, from every source in force (`QuotaResolution`),
-    /// without the usage (pure apart from the plan cache).
-    static func plan(for snapshot: AccessSnapshot, plans: [PublishedPlan]) -> QuotaPlan {
-        QuotaResolution.plan(
-            sources: snapshot.planSources, plans: plans,
-            anchor: snapshot.userCreatedAt ?? snapshot.serverTime, now: snapshot.serverTime)
+    /// What the plan in force gives the subject: version, capabilities and each meter's
+    /// limit and current window, from every source in force (`QuotaResolution`), without the
+    /// usage (pure).
+    static func plan(for subject: QuotaSubject, plans: [PublishedPlan]) -> QuotaPlan {
+        QuotaResolution.plan(sources: subject.sources, plans: plans, anchor: subject.anchor, now: subject.now)
     }
 
     /// `plan(for:plans:)`, or `last` again while it still holds (`QuotaResolution.Resolved`).
     static func plan(
-        for snapshot: AccessSnapshot, plans: [PublishedPlan],
+        for subject: QuotaSubject, plans: [PublishedPlan],
         reusing last: QuotaResolution.Resolved?
     ) -> (resolved: QuotaResolution.Resolved, reused: Bool) {
-        QuotaResolution.plan(
-            sources: snapshot.planSources, plans: plans,
-            anchor: snapshot.userCreatedAt ?? snapshot.serverTime, now: snapshot.serverTime, reusing: last)
-    }
-
-    /// Plan version, capabilities and every meter's balance for the snapshot's user.
-    static func status(
-        for snapshot: AccessSnapshot, plans: [PublishedPlan], enforcement: Enforcement,
-        on db: DatabaseConnection
-    ) throws -> QuotaStatus {
-        let plan = plan(for: snapshot, plans: plans)
-        let used = try usage(userId: snapshot.userId, windows: plan.windows, on: db)
-        return plan.status(used: used, enforcement: enforcement)
+        QuotaResolution.plan(sources: subject.sources, plans: plans, anchor: subject.anchor, now: subject.now, reusing: last)
     }
 
     /// Units used per meter, each within its own window, in one query.
@@ -65,32 +61,31 @@ enum QuotaService {
         case refused(meter: String, placement: String?, balance: MeterBalance)
     }
 
-    /// Records `amount` of `meter` for `userId` once per `idempotencyKey`. The user's access
-    /// row lock serializes his consumptions, so in enforce mode concurrent consumers of the
-    /// last unit cannot both succeed.
+    /// Records `amount` of `meter` for `userId` once per `idempotencyKey`. The user's lock
+    /// (`UserLock`) serializes his consumptions, so in enforce mode concurrent consumers of
+    /// the last unit cannot both succeed.
     /// - Parameters:
     ///   - plans: the published plan versions (`PlanCatalog`).
     ///   - enforcement: the `billing_flags` mode in force.
+    ///   - subject: reads the user's quota subject under his lock, inside the transaction.
     static func consume(
         userId: String, meter: String, amount: Int64, idempotencyKey: String, now: Timestamp,
-        plans: [PublishedPlan], enforcement: Enforcement, on db: DatabaseConnection
+        plans: [PublishedPlan], enforcement: Enforcement, on db: DatabaseConnection,
+        subject: (DatabaseConnection) throws -> QuotaSubject
     ) throws -> Consumption {
         try db.transaction(retries: 3, isolation: .readCommitted) { db -> Consumption in
             if let replay = try previous(userId: userId, meter: meter, key: idempotencyKey, amount: amount, on: db) {
                 return .recorded(replay)
             }
-            try AccessProjector.lockAccessRow(userId: userId, now: now, on: db)
+            try UserLock.lock(userId, now: now, on: db)
             // A request with the same key may have committed while we waited for the lock.
             if let replay = try previous(userId: userId, meter: meter, key: idempotencyKey, amount: amount, on: db) {
                 return .recorded(replay)
             }
-            // Cadence plays no part in quotas.
-            guard let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: { _ in nil }, on: db) else {
-                throw BillingError(.unavailable, "the user's access row is missing")
-            }
-            let plan = QuotaResolution.plan(sources: snapshot.planSources, plans: plans, anchor: snapshot.userCreatedAt ?? now, now: now)
+            let subject = try subject(db)
+            let plan = plan(for: subject, plans: plans)
             let definition = plan.meters.first { $0.name == meter }
-            let window = definition?.window ?? QuotaWindow.current(.days(1), anchor: snapshot.userCreatedAt ?? now, now: now, trial: nil)
+            let window = definition?.window ?? QuotaWindow.current(.days(1), anchor: subject.anchor, now: now, trial: nil)
             let used = try usage(userId: userId, windows: [(meter, window)], on: db)[meter] ?? 0
             // A meter the contract knows but this tier lacks has a limit of 0.
             let balance = MeterBalance(meter: meter, limit: definition == nil ? 0 : definition!.limit, used: used, window: window)

@@ -106,7 +106,7 @@ struct ReconcileService: Sendable {
             fetch: { () throws(ProviderAPIError) in try reconciler.fetch(subscriptionId: subscriptionId, now: clock.now()) },
             record: { pulled, now, db in
                 let recorded = try reconciler.record(pulled, subscriptionId: subscriptionId, now: now, on: db)
-                return (.recorded(recorded.outcome), recorded.outcome.userId, pulled.environment, recorded.pending)
+                return (.recorded(recorded), recorded.userId, pulled.environment)
             })
     }
 
@@ -122,7 +122,7 @@ struct ReconcileService: Sendable {
             fetch: { () throws(ProviderAPIError) in try revenuecat.fetch(userId: userId) },
             record: { pulled, now, db in
                 let recorded = try revenuecat.record(pulled, userId: userId, now: now, on: db)
-                return (.recorded(recorded.outcome), userId, nil, recorded.pending)
+                return (.recorded(recorded), userId, nil)
             })
     }
 
@@ -138,7 +138,7 @@ struct ReconcileService: Sendable {
         owner: (DatabaseConnection) throws(DatabaseError) -> String?,
         fetch: () throws(ProviderAPIError) -> Pulled,
         record: (Pulled, Timestamp, DatabaseConnection) throws
-            -> (PullResult, userId: String?, environment: StoreEnvironment?, pending: [PendingIngestion])
+            -> (PullResult, userId: String?, environment: StoreEnvironment?)
     )
         throws -> PullResult
     {
@@ -168,7 +168,7 @@ struct ReconcileService: Sendable {
             return result
         }
         let now = clock.now()
-        let (result, pending) = try db.transaction(retries: 3, isolation: .readCommitted) { db in
+        let result = try db.transaction(retries: 3, isolation: .readCommitted) { db in
             let recorded = try record(pulled, now, db)
             try schedule.recordSuccess(
                 target, provider: provider, environment: recorded.environment, changed: recorded.0.changed,
@@ -178,9 +178,8 @@ struct ReconcileService: Sendable {
                     actor: audit.actor, action: audit.action, targetUserId: recorded.userId, detail: recorded.0.json,
                     now: now, on: db)
             }
-            return (recorded.0, recorded.pending)
+            return recorded.0
         }
-        for step in pending { try step.finish(on: db) }
         metrics.pulled(result.changed ? .corrected : .unchanged, provider: provider)
         if result.changed {
             logger.info(

@@ -103,14 +103,13 @@ struct Reconciler: Sendable {
 
     /// Records `pull` inside the caller's open transaction (read committed): every new event
     /// through the App Store ingestion (binding, inbox, fold), the owner's subscription read
-    /// before and after. The caller commits, then runs `pending` (claims after commit).
+    /// before and after. The ingestion's claims run after the caller's commit (`afterCommit`).
     func record(
         _ pull: Pull, subscriptionId: String, now: Timestamp,
         on db: DatabaseConnection
-    ) throws -> (outcome: Outcome, pending: [PendingIngestion]) {
+    ) throws -> Outcome {
         let owner = try AppleBinding.owner(of: subscriptionId, on: db)
         let before = try owner.map { (user) throws(DatabaseError) in try Self.state(userId: user, subscriptionId: subscriptionId, on: db) } ?? nil
-        var pending: [PendingIngestion] = []
         var added = 0
         // History: transactions of the current period or later (the renewals a lost
         // notification did not bring), and refunds or revocations of any period. Older plain
@@ -119,9 +118,7 @@ struct Reconciler: Sendable {
             let delivery = try AppleDelivery.pulledTransaction(payload, catalog: catalog, idPattern: idPattern)
             guard let t = delivery.transaction else { continue }
             if t.revocationDate == nil, let current = before?.purchasedAt, let started = t.purchaseDate, started < current { continue }
-            let recorded = try AppleIngestion.record(delivery, policy: policy, now: now, on: db)
-            if !recorded.outcome.duplicate { added += 1 }
-            pending.append(recorded)
+            if try !AppleIngestion.record(delivery, policy: policy, now: now, on: db).duplicate { added += 1 }
         }
         for status in pull.statuses {
             var delivery = try AppleDelivery.pulledStatus(
@@ -129,16 +126,12 @@ struct Reconciler: Sendable {
                 id: "", catalog: catalog, idPattern: idPattern)
             guard let id = try Self.statusEventId(delivery.event, subscriptionId: subscriptionId, on: db) else { continue }
             delivery.event.providerEventId = id
-            let recorded = try AppleIngestion.record(delivery, policy: policy, now: now, on: db)
-            if !recorded.outcome.duplicate { added += 1 }
-            pending.append(recorded)
+            if try !AppleIngestion.record(delivery, policy: policy, now: now, on: db).duplicate { added += 1 }
         }
         let after = try owner.map { (user) throws(DatabaseError) in try Self.state(userId: user, subscriptionId: subscriptionId, on: db) } ?? nil
-        return (
-            Outcome(
-                subscriptionId: subscriptionId, userId: owner, environment: pull.environment, eventsAdded: added,
-                before: before, after: after), pending
-        )
+        return Outcome(
+            subscriptionId: subscriptionId, userId: owner, environment: pull.environment, eventsAdded: added,
+            before: before, after: after)
     }
 
     /// The inbox key of a pulled status: `status:<subscription>:<digest of what it states>:<predecessor>`,

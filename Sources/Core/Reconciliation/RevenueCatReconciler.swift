@@ -44,13 +44,12 @@ struct RevenueCatReconciler: Sendable {
 
     /// Records `subscriber` inside the caller's open transaction (read committed): every new
     /// event through the common ingestion with the user as its only candidate. The caller
-    /// commits, then runs `pending` (claims after commit).
+    /// commits; the ingestion's claims run after (`afterCommit`).
     func record(
         _ subscriber: RevenueCatSubscriber, userId: String, now: Timestamp,
         on db: DatabaseConnection
-    ) throws -> (outcome: Outcome, pending: [PendingIngestion]) {
+    ) throws -> Outcome {
         let before = try Self.subscriptions(userId: userId, on: db)
-        var pending: [PendingIngestion] = []
         var added = 0
         for var pulled in subscriber.pulled {
             if pulled.event.kind != .nonRenewingPurchase,
@@ -67,13 +66,11 @@ struct RevenueCatReconciler: Sendable {
                 pulled.event.providerEventId = id
             }
             let recorded = try EventIngestion.record(
-                pulled.event, payload: .value(pulled.payload), subjectCandidates: [userId],
-                now: now, on: db)
-            if !recorded.outcome.duplicate { added += 1 }
-            pending.append(recorded)
+                EventIngestion.Delivery(event: pulled.event, payload: .value(pulled.payload), candidates: [userId]), now: now, on: db)
+            if !recorded.duplicate { added += 1 }
         }
         let after = try Self.subscriptions(userId: userId, on: db)
-        return (Outcome(userId: userId, eventsAdded: added, before: before, after: after), pending)
+        return Outcome(userId: userId, eventsAdded: added, before: before, after: after)
     }
 
     /// The inbox key of a pulled subscriber state: `rcpull:<user>:state:<digest>:<predecessor>`,

@@ -38,8 +38,8 @@ enum RevenueCatWebhook {
             context.metrics.webhook(.revenuecat, .rejected)
             throw error
         }
-        let outcome = try EventIngestion.ingest(
-            delivery.event, payload: delivery.payload, subjectCandidates: delivery.userCandidates,
+        let outcome = try EventIngestion.deliver(
+            EventIngestion.Delivery(event: delivery.event, payload: delivery.payload, candidates: delivery.userCandidates),
             now: context.clock.now(), on: try context.requireDatabase())
         let result = EventIngestion.metricsOutcome(outcome)
         context.metrics.webhook(.revenuecat, result)

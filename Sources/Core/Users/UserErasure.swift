@@ -42,7 +42,7 @@ enum UserErasure {
                 throw BillingError.notFound("user", ["userId": .string(userId)])
             }
             // His lock first, as every fold and claim takes it: none of them interleaves.
-            _ = try AccessProjector.lockAccessRow(userId: userId, now: now, on: db)
+            _ = try UserLock.lock(userId, now: now, on: db)
             let tombstone = ErasedUsers.tombstonePrefix + Hex.encode(try SecureRandom.bytes(16))
             // Marked deleted first: the usage ledger lets its rows go only for a deleted user.
             try db.execute("UPDATE billing_users SET deleted_at = \(now) WHERE id = \(userId)")

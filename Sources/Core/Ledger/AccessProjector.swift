@@ -81,31 +81,7 @@ enum AccessProjector {
         }
     }
 
-    /// Creates the access row if needed and takes its exclusive lock (held to commit).
-    /// `ON DUPLICATE KEY UPDATE` locks an existing row exclusively at once, where INSERT
-    /// IGNORE + SELECT FOR UPDATE would take a shared lock first and deadlock two callers.
-    @discardableResult
-    static func lockAccessRow(userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) -> UInt64 {
-        try db.execute(
-            """
-            INSERT INTO billing_access (user_id, revision, updated_at) VALUES (\(userId), 0, \(now))
-            ON DUPLICATE KEY UPDATE user_id = user_id
-            """)
-        guard let row = try db.queryOne("SELECT revision FROM billing_access WHERE user_id = \(userId) FOR UPDATE") else {
-            throw DatabaseError.misuse("billing_access row vanished under its lock")
-        }
-        return try row.uint64("revision")
-    }
-
-    /// Locks the access rows of every party of a two-user event (a transfer, a restore that
-    /// moves a subscription) in one global order, before any of them is folded: each fold then
-    /// reads what every concurrent delivery touching any party committed, so the result is
-    /// the serial replay's whatever the interleaving (SPEC §5).
-    static func lockAccessRows(_ userIds: [String], now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) {
-        for userId in Set(userIds).sorted() { try lockAccessRow(userId: userId, now: now, on: db) }
-    }
-
-    /// `lockAccessRow` that also reads the stored subscriptions in the locking statement:
+    /// `UserLock.lock` that also reads the stored subscriptions in the locking statement:
     /// for a user whose access row exists (every user after his first event) one statement
     /// locks and reads; the row is created first only when that finds none (at read
     /// committed a locking read of a missing row takes no lock, so the two cannot deadlock).

@@ -29,7 +29,7 @@ enum UserDirectory {
             // An erased id is never a user again (SPEC §19): 410 `user_deleted` on the routes.
             // Checked after the insert, under its lock: an erasure committing meanwhile is seen.
             if result.affectedRows == 1 { try ErasedUsers.refuseErased(userId, on: db) }
-            if result.affectedRows == 1 { try AccessProjector.lockAccessRow(userId: userId, now: now, on: db) }
+            if result.affectedRows == 1 { try UserLock.lock(userId, now: now, on: db) }
             return result.affectedRows == 1
         }
         try claimUnmatched(userId, now: now, on: db)
@@ -50,7 +50,7 @@ enum UserDirectory {
         try db.transaction(retries: 3, isolation: .readCommitted) { db in
             guard try knownUsers([userId], on: db).contains(userId) else { return }
             // The user's lock first: claims and folds of one user never interleave.
-            try AccessProjector.lockAccessRow(userId: userId, now: now, on: db)
+            try UserLock.lock(userId, now: now, on: db)
             let waiting = try db.query(
                 """
                 SELECT c.event_id, c.role FROM billing_event_user_candidates c
