@@ -11,9 +11,9 @@ import Glibc
 /// - 3: a transaction payload, signed here (`postedTransaction` past verification);
 /// - 4: a JWS header signed here over a fixed valid transaction (`alg` and `x5c` handling).
 ///
-/// Trust is the committed fuzz CA (Fuzz/appstore-ca, chain "a" of Tests/e2e/appstore.py, valid
+/// Trust is the committed fuzz CA (Fuzz/appstore-ca, chain "a" of Tests/harness/appstore.py, valid
 /// 2020–2045; the keys are test-only); the seeds (Fuzz/corpus/appstore) are signed with it by
-/// `python3 Tests/e2e/appstore.py fuzz-seeds Fuzz/appstore-ca Fuzz/corpus/appstore`.
+/// `python3 Tests/harness/appstore.py fuzz-seeds Fuzz/appstore-ca Fuzz/corpus/appstore`.
 /// Properties: what is accepted fits the inbox's columns and constraints (a violation there is
 /// a 500 and a provider retrying forever); what this target signed itself is refused only for
 /// what its payload says (never a signature or chain failure while signedDate is in the CA's

@@ -2,7 +2,7 @@ import Foundation
 
 @testable import Core
 
-/// The Apple-shaped test CA scripts/test generates (Tests/e2e/appstore.py) in
+/// The Apple-shaped test CA scripts/test generates (Tests/harness/appstore.py) in
 /// $BILLING_TEST_APPLE_CA_DIR: chain "a" is the trusted one, chain "b" is not.
 struct AppleTestCA {
     struct Missing: Error, CustomStringConvertible {

@@ -137,6 +137,40 @@ import Testing
         }
     }
 
+    /// `billing-rpc config-merge` (an overlay over the generated configuration): objects merge
+    /// key by key, anything else replaces, and a replaced secret's other form goes with it.
+    @Test func mergingAnOverlayIsDeepAndReplacesTheOtherFormOfASecret() {
+        let base: JSONObject = [
+            "database": ["socket": "/run/db.sock", "user": "billing", "passwordFile": "/secrets/db", "port": 3306],
+            "revenuecat": ["webhookSecretFile": "/secrets/rc"],
+            "apple": ["trustedRootsFiles": ["/a.der"], "environments": ["Production"]],
+            "log": ["level": "info"],
+        ]
+        let overlay: JSONObject = [
+            "database": ["password": "inline", "port": 3307, "tls": ["caFile": "/ca.pem"]],
+            "revenuecat": ["webhookSecret": "Bearer x"],
+            "apple": ["trustedRootsFiles": ["/b.der", "/c.der"], "serverApi": ["keyId": "K"]],
+            "log": "not an object",
+            "products": ["p": ["tier": "pro"]],
+        ]
+        let merged = base.deepMerging(overlay)
+        #expect(
+            merged == [
+                "database": ["socket": "/run/db.sock", "user": "billing", "password": "inline", "port": 3307, "tls": ["caFile": "/ca.pem"]],
+                "revenuecat": ["webhookSecret": "Bearer x"],
+                "apple": ["trustedRootsFiles": ["/b.der", "/c.der"], "environments": ["Production"], "serverApi": ["keyId": "K"]],
+                "log": "not an object",
+                "products": ["p": ["tier": "pro"]],
+            ])
+        // An object over a non-object replaces it; the reverse form of a secret too.
+        let log: JSONObject = ["log": "x"]
+        #expect(log.deepMerging(["log": ["level": "debug"]]) == ["log": ["level": "debug"]])
+        let inline: JSONObject = ["password": "p"]
+        #expect(inline.deepMerging(["passwordFile": "/f"]) == ["passwordFile": "/f"])
+        #expect(base.deepMerging([:]) == base)
+        #expect(JSONObject().deepMerging(base) == base)
+    }
+
     @Test func allowedUsersTakesNamesAndUids() throws {
         let config = try BillingConfiguration(json: ["admin": ["allowedUsers": ["ops", 1001]]])
         #expect(config.admin.allowedUsers == ["ops", "1001"])

@@ -9,7 +9,8 @@ import unittest
 import uuid
 from datetime import datetime, timedelta, timezone
 
-from billing import RPC_SOCKET, VAR_DIR, REPO, request, rpc, script
+from harness.billing import RPC_SOCKET, VAR_DIR, REPO, request, rpc
+from harness.tokens import token as dev_token
 
 ACTOR = "e2e@ops"
 
@@ -44,14 +45,8 @@ def import_users(*ids, created_at="2024-06-01T00:00:00Z"):
     return ok("users.import", {"users": [{"id": i, "createdAt": created_at} for i in ids], "actor": ACTOR})
 
 
-_token_cache = {}
-
-
 def snapshot(user):
-    token = _token_cache.get(user)
-    if token is None:
-        token = script("dev-token", user).stdout.strip()
-        _token_cache[user] = token
+    token = dev_token(user)
     response = request("GET", "/api/v1/billing/access", headers={"Authorization": f"Bearer {token}"})
     assert response.status == 200, response
     return response.json()

@@ -14,7 +14,7 @@ import subprocess
 import unittest
 import uuid
 
-from billing import RPC_SOCKET, rpc, sql, sql_string, wait_until
+from harness.billing import RPC_SOCKET, rpc, sql, sql_string, wait_until
 
 INTRUDER = "billing-e2e-peer"
 SYSTEM_PYTHON = "/usr/bin/python3"

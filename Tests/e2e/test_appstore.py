@@ -10,33 +10,21 @@ import time
 import unittest
 import uuid
 
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives import hmac as crypto_hmac
 
 from appstoreserverlibrary.models.Environment import Environment
 from appstoreserverlibrary.signed_data_verifier import SignedDataVerifier
 
-import appstore as A
-from billing import VAR_DIR, request, rpc, sql_string
+from harness import appstore as A
+from harness.billing import VAR_DIR, request, rpc, sql_string
+from harness.tokens import token
 
 CA = os.path.join(VAR_DIR, "testca")
 DAY = 86400_000
 # The order n of the P-256 group: (r, n - s) verifies wherever (r, s) does.
 P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
-TOKEN_ISSUER = "https://dev-token.fcgibilling.invalid"
-TOKEN_AUDIENCE = "fcgibilling-dev"
-
-
-def token(user):
-    with open(os.path.join(VAR_DIR, "secrets", "dev-token-key.pem"), "rb") as f:
-        key = serialization.load_pem_private_key(f.read(), None)
-    now = int(time.time())
-    header = {"alg": "RS256", "kid": "dev-1", "typ": "JWT"}
-    claims = {"iss": TOKEN_ISSUER, "aud": TOKEN_AUDIENCE, "sub": user, "iat": now, "exp": now + 3600}
-    signing_input = A.b64url(json.dumps(header).encode()) + "." + A.b64url(json.dumps(claims).encode())
-    from cryptography.hazmat.primitives.asymmetric import padding
-    return signing_input + "." + A.b64url(key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256()))
 
 
 def new_user():

@@ -6,7 +6,7 @@ import importlib.util
 import os
 import unittest
 
-from billing import REPO
+from harness.billing import REPO
 
 
 

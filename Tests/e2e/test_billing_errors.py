@@ -12,7 +12,7 @@ Fresh users and subscriptions per case; no timing assertions."""
 import itertools
 import unittest
 
-from entitlements import (DAY, HOUR, MINUTE, access, assert_none_wrong, apple_notify, apple_renewal, apple_transaction,
+from harness.entitlements import (DAY, HOUR, MINUTE, access, assert_none_wrong, apple_notify, apple_renewal, apple_transaction,
                           apple_transaction_id, iso, known_user, now_ms, private_window, rc_deliver, rc_event,
                           rc_subscription_id, stats_counts)
 

@@ -16,7 +16,7 @@ import time
 import unittest
 import uuid
 
-from billing import REPO, RPC_SOCKET, rpc, sql, sql_string
+from harness.billing import REPO, RPC_SOCKET, rpc, sql, sql_string
 
 ADMIN = os.path.join(REPO, "scripts", "billing-admin")
 ACTOR = "e2e-cli@ops"

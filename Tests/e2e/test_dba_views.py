@@ -5,7 +5,8 @@ import time
 import unittest
 import uuid
 
-from billing import VAR_DIR, request, script, rpc
+from harness.billing import VAR_DIR, request, rpc
+from harness.tokens import token as dev_token
 
 
 def sql(query):
@@ -21,7 +22,7 @@ def sql(query):
 class DBAViews(unittest.TestCase):
     def test_why_does_this_user_have_pro(self):
         user = str(uuid.uuid4())
-        token = script("dev-token", user).stdout.strip()
+        token = dev_token(user)
         self.assertEqual(request("GET", "/api/v1/billing/access", headers={"Authorization": f"Bearer {token}"}).status, 200)
         with open(os.path.join(VAR_DIR, "secrets", "revenuecat-webhook-secret")) as f:
             secret = f.read().strip()
@@ -50,7 +51,7 @@ class DBAViews(unittest.TestCase):
 
     def test_a_grant_over_a_lower_store_tier_decides_and_the_store_shows_again_without_it(self):
         user = str(uuid.uuid4())
-        token = script("dev-token", user).stdout.strip()
+        token = dev_token(user)
         self.assertEqual(request("GET", "/api/v1/billing/access", headers={"Authorization": f"Bearer {token}"}).status, 200)
         with open(os.path.join(VAR_DIR, "secrets", "revenuecat-webhook-secret")) as f:
             secret = f.read().strip()
@@ -73,7 +74,7 @@ class DBAViews(unittest.TestCase):
 
     def test_a_user_without_a_store_subscription_is_free(self):
         user = str(uuid.uuid4())
-        token = script("dev-token", user).stdout.strip()
+        token = dev_token(user)
         self.assertEqual(request("GET", "/api/v1/billing/access", headers={"Authorization": f"Bearer {token}"}).status, 200)
         [row] = sql(f"SELECT effective_tier, decided_by FROM v_effective_access WHERE user_id = '{user}'")
         self.assertEqual((row["effective_tier"], row["decided_by"]), ("free", "none"))

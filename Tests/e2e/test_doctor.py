@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import unittest
 
-from billing import HTTP_BASE, REPO, VAR_DIR
+from harness.billing import HTTP_BASE, REPO, VAR_DIR
 
 BIN_DIR = os.path.dirname(os.environ.get("BILLING_RPC_BINARY", os.path.join(REPO, ".build/release/billing-rpc")))
 CONFIG = os.path.join(VAR_DIR, "billing.json")
@@ -153,7 +153,7 @@ class Doctor(unittest.TestCase):
         self.assertIn("expires by", checks["token keys"]["detail"])
 
     def test_token_keys_from_the_issuer_url(self):
-        from fake_key_server import FakeKeyServer, Key
+        from harness.fake_key_server import FakeKeyServer, Key
         server = FakeKeyServer(self.tmp)
         self.addCleanup(server.stop)
         server.publish(Key.rsa("doctor-1"), Key.rsa("doctor-2"), max_age=600)

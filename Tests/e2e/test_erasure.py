@@ -15,8 +15,8 @@ import threading
 import unittest
 import uuid
 
-import entitlements as E
-from billing import RPC_SOCKET, request, rpc, sql, sql_string, wait_until
+from harness import entitlements as E
+from harness.billing import RPC_SOCKET, request, rpc, sql, sql_string, wait_until
 
 USER_ROUTES = [
     ("GET", "/api/v1/billing/access", None),

@@ -11,7 +11,7 @@ import unittest
 import urllib.parse
 import uuid
 
-from billing import HTTP_BASE, VAR_DIR, request, sql
+from harness.billing import HTTP_BASE, VAR_DIR, request, sql
 
 WEBHOOK = "/api/v1/billing/webhooks/apple"
 TOTAL = 10_000
@@ -24,7 +24,7 @@ def b64u(data):
 
 class WebhookFlood(unittest.TestCase):
     def bodies(self):
-        import appstore as A  # needs `cryptography` (scripts/test installs it)
+        from harness import appstore as A  # needs `cryptography` (scripts/test installs it)
         ca = os.path.join(VAR_DIR, "testca")
         a, b = A.load_chain(ca, "a"), A.load_chain(ca, "b")
         payload = A.notification_payload(a, "DID_RENEW", uuid_=str(uuid.uuid4()))

@@ -9,13 +9,14 @@ import os
 import re
 import socket
 import struct
-import subprocess
 import threading
 import time
 import unittest
 import uuid
 
-from billing import RPC_SOCKET, VAR_DIR, request, rpc, rpc_raw, sql, sql_string, wait_until, worker_pids
+from harness.billing import RPC_SOCKET, VAR_DIR, request, rpc, rpc_raw, sql, sql_string, wait_until, worker_pids
+from harness.tokens import DevSigner as Signer
+from harness.tokens import b64url as b64u
 
 WEBHOOK = "/api/v1/billing/webhooks/revenuecat"
 SECRET_FILE = os.path.join(VAR_DIR, "secrets", "revenuecat-webhook-secret")
@@ -474,42 +475,6 @@ class WebhookSecrets(unittest.TestCase):
         self.assertEqual(inbox_count(event_id), 1)
 
 
-def b64u(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-class Signer:
-    """RS256 with the stack's development key (the one scripts/dev-token uses)."""
-
-    def __init__(self):
-        text = subprocess.run(["openssl", "rsa", "-in", os.path.join(VAR_DIR, "secrets", "dev-token-key.pem"), "-noout", "-text"],
-                              check=True, capture_output=True, text=True).stdout
-
-        def number(name):
-            m = re.search(name + r":\s*\n((?:\s+[0-9a-f:]+\n)+)", text)
-            return int(re.sub(r"[\s:]", "", m.group(1)), 16)
-        self.n, self.d = number("modulus"), number("privateExponent")
-        self.size = (self.n.bit_length() + 7) // 8
-
-    def sign(self, data):
-        digest_info = bytes.fromhex("3031300d060960864801650304020105000420") + hashlib.sha256(data).digest()
-        em = b"\x00\x01" + b"\xff" * (self.size - len(digest_info) - 3) + b"\x00" + digest_info
-        return pow(int.from_bytes(em, "big"), self.d, self.n).to_bytes(self.size, "big")
-
-    def token(self, claims=None, header=None, signature=None):
-        now = int(time.time())
-        c = {"iss": "https://dev-token.fcgibilling.invalid", "aud": "fcgibilling-dev", "sub": str(uuid.uuid4()),
-             "iat": now, "exp": now + 600}
-        c.update(claims or {})
-        c = {k: v for k, v in c.items() if v is not None}
-        h = {"alg": "RS256", "kid": "dev-1", "typ": "JWT"}
-        h.update(header or {})
-        h = {k: v for k, v in h.items() if v is not None}
-        signing_input = (b64u(json.dumps(h).encode()) + "." + b64u(json.dumps(c).encode())).encode()
-        sig = self.sign(signing_input) if signature is None else signature
-        return signing_input.decode() + "." + b64u(sig), c.get("sub")
-
-
 class TokenAttacks(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -595,7 +560,7 @@ class AppleJWSAttacks(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        import appstore as A  # needs `cryptography` (scripts/test installs it with the App Store oracle)
+        from harness import appstore as A  # needs `cryptography` (scripts/test installs it with the App Store oracle)
         cls.A = A
         ca = os.path.join(VAR_DIR, "testca")
         cls.a, cls.b = A.load_chain(ca, "a"), A.load_chain(ca, "b")

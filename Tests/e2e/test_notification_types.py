@@ -9,9 +9,9 @@ RevenueCat's informational types are stored under their own kinds and answered 2
 import json
 import unittest
 
-import appstore as A
-from billing import request, rpc, sql, sql_string
-from entitlements import (APPLE_WEBHOOK, DAY, HOUR, MINUTE, access, apple_notify, apple_renewal, apple_transaction,
+from harness import appstore as A
+from harness.billing import request, rpc, sql, sql_string
+from harness.entitlements import (APPLE_WEBHOOK, DAY, HOUR, MINUTE, access, apple_notify, apple_renewal, apple_transaction,
                           apple_transaction_id, chain, iso, known_user, now_ms, private_window, rc_deliver, rc_event,
                           rc_subscription_id, stats_counts)
 

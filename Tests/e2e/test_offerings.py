@@ -15,8 +15,8 @@ import time
 import unittest
 import uuid
 
-import entitlements as E
-from billing import request, rpc, sql, sql_string
+from harness import entitlements as E
+from harness.billing import request, rpc, sql, sql_string
 
 OFFERINGS = "/api/v1/billing/offerings"
 PAYWALL = "/api/v1/billing/paywall-events"

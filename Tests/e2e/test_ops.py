@@ -13,7 +13,7 @@ import time
 import unittest
 import uuid
 
-from billing import REPO, VAR_DIR, request, rpc, script, sql, wait_until, worker_pids
+from harness.billing import REPO, VAR_DIR, request, rpc, script, sql, wait_until, worker_pids
 
 RUN = os.path.join(VAR_DIR, "run")
 LOG = os.path.join(VAR_DIR, "log")
@@ -314,7 +314,7 @@ class ProductionFiles(unittest.TestCase):
             proc = subprocess.Popen(self.command(start, tmp), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             try:
                 self.assertTrue(wait_until(lambda: os.path.exists(sock), 10))
-                from billing import rpc_raw
+                from harness.billing import rpc_raw
                 reply = json.loads(rpc_raw(b'{"jsonrpc":"2.0","method":"system.health","id":1}', sock_path=sock))
                 self.assertEqual(reply["result"]["database"]["status"], "ok")
                 self.assertEqual(len(reply["result"]["workers"]), WORKERS)

@@ -5,7 +5,7 @@ import os
 import subprocess
 import unittest
 
-from billing import DB_SOCKET, VAR_DIR, sql
+from harness.billing import DB_SOCKET, VAR_DIR, sql
 
 
 def as_runtime(statement):

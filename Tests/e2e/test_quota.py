@@ -1,19 +1,13 @@
 """Plans and quotas end to end: GET /billing/plans, POST /billing/usage through nginx,
 enforcement, the snapshot's balances, plans.list / plans.publish over the admin socket."""
 import json
-import os
-import subprocess
 import threading
 import time
 import unittest
 import uuid
 
-from billing import REPO, request, rpc
-
-
-def token(user):
-    return subprocess.run([os.path.join(REPO, "scripts", "dev-token"), user], check=True,
-                          capture_output=True, text=True).stdout.strip()
+from harness.billing import request, rpc
+from harness.tokens import token
 
 
 def snapshot(tok):

@@ -13,8 +13,8 @@ import itertools
 import sys
 import unittest
 
-from billing import request, rpc
-from entitlements import (ACTOR, DAY, HOUR, access, assert_none_wrong, known_user, limits, now_ms, rc_deliver, rc_event,
+from harness.billing import request, rpc
+from harness.entitlements import (ACTOR, DAY, HOUR, access, assert_none_wrong, known_user, limits, now_ms, rc_deliver, rc_event,
                           rc_subscription_id)
 
 METERS = ("recurringGeneration", "oneTimeGeneration", "explorePlaybackMinutes", "fileUploads")

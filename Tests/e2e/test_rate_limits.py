@@ -14,7 +14,8 @@ import unittest
 import urllib.parse
 import uuid
 
-from billing import HTTP_BASE, VAR_DIR, request, script, wait_until
+from harness.billing import HTTP_BASE, VAR_DIR, request, wait_until
+from harness.tokens import token
 
 LIMITED = "127.0.0.2"   # any loopback address but 127.0.0.1
 
@@ -37,7 +38,7 @@ def send(method, path, source=None, body=None, headers=None):
 
 
 def bearer(user=None):
-    return {"Authorization": "Bearer " + script("dev-token", user or str(uuid.uuid4())).stdout.strip()}
+    return {"Authorization": "Bearer " + token(user or str(uuid.uuid4()))}
 
 
 class RateLimits(unittest.TestCase):

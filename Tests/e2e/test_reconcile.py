@@ -21,11 +21,11 @@ import subprocess
 import tempfile
 import unittest
 
-import appstore as A
-from billing import REPO, VAR_DIR, rpc_raw, sql, sql_string, wait_until
-from entitlements import (CA, DAY, HOUR, MINUTE, access, apple_notify, apple_renewal, apple_transaction,
+from harness import appstore as A
+from harness.billing import REPO, VAR_DIR, rpc_raw, sql, sql_string, wait_until
+from harness.entitlements import (CA, DAY, HOUR, MINUTE, access, apple_notify, apple_renewal, apple_transaction,
                           apple_transaction_id, known_user, now_ms, iso)
-from fake_appstore_api import FakeAppStoreAPI
+from harness.fake_appstore_api import FakeAppStoreAPI
 
 BIN_DIR = os.path.dirname(os.environ.get("BILLING_RPC_BINARY", os.path.join(REPO, ".build/release/billing-rpc")))
 ACTOR = "e2e-reconcile@ops"

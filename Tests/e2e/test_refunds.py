@@ -9,7 +9,7 @@ Periods are relative to now: the first started 40 days ago and ended 10 days ago
 renewal started 10 days ago and runs 20 more days, so "current" is real at read time."""
 import unittest
 
-from entitlements import (DAY, HOUR, MINUTE, access, apple_notify, apple_renewal, apple_transaction,
+from harness.entitlements import (DAY, HOUR, MINUTE, access, apple_notify, apple_renewal, apple_transaction,
                           apple_transaction_id, iso, known_user, now_ms, private_window, rc_deliver, rc_event,
                           rc_subscription_id, stats_counts)
 

@@ -8,7 +8,7 @@ verified transaction of a later period updates that subscription's expiry, is an
 and stays in the inbox with its raw type, kind `unknown` and status `applied`."""
 import unittest
 
-from entitlements import (DAY, HOUR, MINUTE, access, apple_notify, apple_renewal, apple_transaction,
+from harness.entitlements import (DAY, HOUR, MINUTE, access, apple_notify, apple_renewal, apple_transaction,
                           apple_transaction_id, inbox_row, iso, known_user, now_ms)
 
 

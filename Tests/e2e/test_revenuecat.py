@@ -10,22 +10,19 @@ import json
 import os
 import random
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from billing import VAR_DIR, request, script
+from harness.billing import VAR_DIR, request, script
+from harness.tokens import DEV_AUDIENCE, DEV_ISSUER, DEV_KID, DevSigner, b64url, jwt, token
 
 WEBHOOK = "/api/v1/billing/webhooks/revenuecat"
 ACCESS = "/api/v1/billing/access"
 SECRETS = os.path.join(VAR_DIR, "secrets")
 DB_SOCKET = os.path.join(VAR_DIR, "run", "mariadb.sock")
-DEV_KID = "dev-1"
-DEV_ISSUER = "https://dev-token.fcgibilling.invalid"
-DEV_AUDIENCE = "fcgibilling-dev"
 HOUR = 3600 * 1000
 DAY = 24 * HOUR
 
@@ -58,15 +55,6 @@ def new_user():
 
 def now_ms():
     return int(time.time() * 1000)
-
-
-_tokens = {}
-
-
-def token(user_id):
-    if user_id not in _tokens:
-        _tokens[user_id] = script("dev-token", user_id).stdout.strip()
-    return _tokens[user_id]
 
 
 def access(user_id):
@@ -109,21 +97,7 @@ def inbox_count(event_ids):
                   + ",".join(quoted(i) for i in event_ids) + ")")
 
 
-def b64url(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def jwt(header, claims, sign):
-    signing_input = b64url(json.dumps(header).encode()) + "." + b64url(json.dumps(claims).encode())
-    return signing_input + "." + b64url(sign(signing_input.encode()))
-
-
-def rs256_with_dev_key(data):
-    with tempfile.NamedTemporaryFile() as f:
-        f.write(data)
-        f.flush()
-        return subprocess.run(["openssl", "dgst", "-sha256", "-sign", os.path.join(SECRETS, "dev-token-key.pem"), f.name],
-                              check=True, capture_output=True, timeout=30).stdout
+rs256_with_dev_key = DevSigner().sign
 
 
 def claims(user, **override):
@@ -382,6 +356,22 @@ class IDTokens(unittest.TestCase):
         r = self.get(jwt({"alg": "RS256", "kid": DEV_KID, "typ": "JWT"}, claims(user), rs256_with_dev_key))
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.json()["userId"], user)
+
+    def test_scripts_dev_token_signs_what_the_harness_signs(self):
+        # scripts/dev-token (billing-rpc dev-token) itself: the stack accepts its token, which
+        # names the key, issuer and audience the harness's tokens (harness.tokens) name.
+        user = new_user()
+        printed = script("dev-token", user).stdout.strip()
+        r = self.get(printed)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["userId"], user)
+
+        def decoded(t):
+            return [json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))) for part in t.split(".")[:2]]
+        (header, body), (harness_header, harness_body) = decoded(printed), decoded(token(user))
+        self.assertEqual((header["alg"], header["kid"]), (harness_header["alg"], harness_header["kid"]))
+        self.assertEqual({k: body[k] for k in ("iss", "aud", "sub")}, {k: harness_body[k] for k in ("iss", "aud", "sub")})
+        self.assertEqual(body["exp"] - body["iat"], 3600)
 
     def test_token_negatives_are_401_and_make_no_user(self):
         user = new_user()

@@ -15,9 +15,9 @@ import tempfile
 import time
 import unittest
 
-from billing import sql, sql_string, wait_until
-from entitlements import DAY, HOUR, MINUTE, access, known_user, now_ms, rc_deliver, rc_event, rc_subscription_id
-from fake_revenuecat_api import FakeRevenueCatAPI, entitlement, subscription
+from harness.billing import sql, sql_string, wait_until
+from harness.entitlements import DAY, HOUR, MINUTE, access, known_user, now_ms, rc_deliver, rc_event, rc_subscription_id
+from harness.fake_revenuecat_api import FakeRevenueCatAPI, entitlement, subscription
 from test_reconcile import ReconcilingDaemon
 
 ACTOR = "e2e-revenuecat-pull@ops"

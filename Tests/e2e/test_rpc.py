@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end tests of a running billing-rpc daemon (stdlib only).
 
-    BILLING_RPC_SOCKET=/tmp/rpch.sock python3 Tests/e2e/test_rpc.py -v
+    BILLING_RPC_SOCKET=/tmp/rpch.sock PYTHONPATH=Tests python3 Tests/e2e/test_rpc.py -v
 
 Optional, when the daemon was started with matching flags:
     BILLING_RPC_READ_TIMEOUT=2        daemon runs with --read-timeout 2

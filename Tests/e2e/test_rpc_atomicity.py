@@ -16,7 +16,7 @@ import time
 import unittest
 import uuid
 
-from billing import RPC_SOCKET, VAR_DIR, mariadb_command, rpc, rpc_raw, sql, sql_string, wait_until
+from harness.billing import RPC_SOCKET, VAR_DIR, mariadb_command, rpc, rpc_raw, sql, sql_string, wait_until
 from test_admin import paying_pro
 
 DOOMED = "atomicity-doomed@ops"
@@ -263,7 +263,7 @@ class QuarantineReplay(unittest.TestCase):
     chain A, stored as if it had been refused before the operator fixed the trust settings."""
 
     def setUp(self):
-        import appstore as A  # needs `cryptography` (scripts/test installs it)
+        from harness import appstore as A  # needs `cryptography` (scripts/test installs it)
         a = A.load_chain(os.path.join(VAR_DIR, "testca"), "a")
         self.actor = f"atomic-{uuid.uuid4().hex[:8]}@ops"
         self.user = new_user()

@@ -7,7 +7,7 @@ import time
 import unittest
 import uuid
 
-from billing import request, rpc, wait_until
+from harness.billing import request, rpc, wait_until
 from test_admin import mariadb
 from test_quota import consume, snapshot, token
 

@@ -8,7 +8,7 @@ import time
 import unittest
 import urllib.parse
 
-from billing import (HTTP_BASE, REPO, RPC_SOCKET, VAR_DIR, request, rpc, script, wait_until,
+from harness.billing import (HTTP_BASE, REPO, RPC_SOCKET, VAR_DIR, request, rpc, script, wait_until,
                      worker_pids)
 
 

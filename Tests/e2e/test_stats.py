@@ -7,11 +7,8 @@ import os
 import unittest
 import uuid
 
-from billing import request, rpc, script, sql, sql_string, VAR_DIR
-
-
-def token(user):
-    return script("dev-token", user).stdout.strip()
+from harness.billing import request, rpc, script, sql, sql_string, VAR_DIR
+from harness.tokens import token
 
 
 def paywall(body, user=None, auth=None):
@@ -184,7 +181,7 @@ class HostileAmounts(unittest.TestCase):
         self.assertEqual(current["revenueMilli"], 0)
         self.assertEqual(rpc("system.health")["result"]["status"], "ok", "billing-rpc is still up")
         # A posted App Store price beyond any real one is refused at ingestion (400), not stored.
-        import entitlements as E
+        from harness import entitlements as E
         user = E.known_user()
         original = E.apple_transaction_id()
         tx = E.apple_transaction(user, original, original, purchase=E.now_ms() - E.HOUR, expires=E.now_ms() + E.DAY,

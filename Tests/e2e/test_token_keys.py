@@ -24,8 +24,8 @@ import time
 import unittest
 import uuid
 
-from billing import REPO, VAR_DIR, wait_until
-from fake_key_server import FakeKeyServer, Key
+from harness.billing import REPO, VAR_DIR, wait_until
+from harness.fake_key_server import FakeKeyServer, Key
 
 BIN_DIR = os.path.dirname(os.environ.get("BILLING_RPC_BINARY", os.path.join(REPO, ".build/release/billing-rpc")))
 WORKER = os.path.join(BIN_DIR, "billing-fcgi")

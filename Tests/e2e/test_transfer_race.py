@@ -18,8 +18,8 @@ import unittest
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from billing import rpc
-from entitlements import (ACTOR, DAY, MINUTE, access, now_ms, rc_deliver, rc_event, rc_subscription_id, rc_transfer)
+from harness.billing import rpc
+from harness.entitlements import (ACTOR, DAY, MINUTE, access, now_ms, rc_deliver, rc_event, rc_subscription_id, rc_transfer)
 
 PAIRS = int(os.environ.get("BILLING_TRANSFER_RACE_PAIRS", "300"))
 LANES = 16

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import unittest
 
-from billing import REPO, VAR_DIR, wait_until
+from harness.billing import REPO, VAR_DIR, wait_until
 
 BIN_DIR = os.path.dirname(os.environ.get("BILLING_RPC_BINARY", os.path.join(REPO, ".build/release/billing-rpc")))
 WORKER = os.path.join(BIN_DIR, "billing-fcgi")
@@ -262,7 +262,7 @@ class Readiness(unittest.TestCase):
         self.check_worker(abstract=True)
 
     def test_billing_rpc_says_ready_once_its_socket_accepts(self):
-        from billing import rpc_raw
+        from harness.billing import rpc_raw
         rpc_binary = os.path.join(BIN_DIR, "billing-rpc")
         with tempfile.TemporaryDirectory() as tmp:
             notify, address = self.notify_socket(tmp)

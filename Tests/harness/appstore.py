@@ -1,6 +1,6 @@
 """A test CA shaped like Apple's and App Store signed data for the end-to-end tests.
 
-`python3 Tests/e2e/appstore.py generate DIR` (run by scripts/test before the stack starts)
+`python3 Tests/harness/appstore.py generate DIR` (run by scripts/test before the stack starts)
 writes a trusted root, an untrusted second root, their intermediates (WWDR OID
 1.2.840.113635.100.6.2.1) and leaves (receipt-signing OID 1.2.840.113635.100.6.11.1), with
 key identifiers so OpenSSL's strict mode accepts them, plus overlay.json, the

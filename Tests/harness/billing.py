@@ -1,5 +1,6 @@
-"""Helpers shared by the end-to-end tests: real HTTP through nginx (http.client), real
-JSON-RPC over the admin Unix socket, and the stack's own scripts. Standard library only."""
+"""The stack as the e2e, package and system tests reach it: real HTTP
+through nginx (http.client), real JSON-RPC over the admin Unix socket, root's SQL on the
+private MariaDB, and the stack's own scripts. Standard library only."""
 import http.client
 import json
 import os

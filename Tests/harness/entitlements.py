@@ -8,18 +8,14 @@ over a private window. Standard library, plus `cryptography` (already needed by 
 Times are milliseconds since the epoch, relative to now wherever the snapshot judges them,
 so "current period", "grace in the future" and "expired" are real at read time."""
 import datetime
-import json
 import os
 import random
-import threading
 import time
 import uuid
 
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding
-
-import appstore as A
-from billing import VAR_DIR, request, rpc, sql, sql_string
+from . import appstore as A
+from .billing import VAR_DIR, request, rpc, sql, sql_string
+from .tokens import token
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -29,12 +25,7 @@ ACCESS = "/api/v1/billing/access"
 RC_WEBHOOK = "/api/v1/billing/webhooks/revenuecat"
 APPLE_WEBHOOK = "/api/v1/billing/webhooks/apple"
 ACTOR = "e2e-rules@ops"
-# The dev-up token issuer (scripts/lib/stack.sh): what scripts/dev-token signs.
-DEV_KID, DEV_ISSUER, DEV_AUDIENCE = "dev-1", "https://dev-token.fcgibilling.invalid", "fcgibilling-dev"
 
-_lock = threading.Lock()
-_key = None
-_tokens = {}
 _secret = None
 _chain = None
 
@@ -50,26 +41,6 @@ def new_user():
 def iso(ms):
     """The snapshot's timestamp format (UTC, milliseconds, Z)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + ".%03dZ" % (ms % 1000)
-
-
-def token(user):
-    """A development ID token for user, as scripts/dev-token prints it (RS256 with the
-    stack's dev key), signed here so hundreds of users cost no subprocess each."""
-    global _key
-    with _lock:
-        if user in _tokens:
-            return _tokens[user]
-        if _key is None:
-            with open(os.path.join(VAR_DIR, "secrets", "dev-token-key.pem"), "rb") as f:
-                _key = serialization.load_pem_private_key(f.read(), None)
-    now = int(time.time())
-    header = {"alg": "RS256", "kid": DEV_KID, "typ": "JWT"}
-    claims = {"iss": DEV_ISSUER, "aud": DEV_AUDIENCE, "sub": user, "iat": now - 5, "exp": now + 3 * 3600}
-    signing_input = A.b64url(json.dumps(header).encode()) + "." + A.b64url(json.dumps(claims).encode())
-    signed = signing_input + "." + A.b64url(_key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256()))
-    with _lock:
-        _tokens[user] = signed
-    return signed
 
 
 def access(user):

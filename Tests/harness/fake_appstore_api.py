@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-import appstore as A
+from . import appstore as A
 
 ISSUER_ID = "57246542-96fe-1a63-e053-0824d011072a"
 KEY_ID = "FAKEKEY123"

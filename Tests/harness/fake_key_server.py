@@ -16,10 +16,8 @@ time is in `requests`.
 
 Keys are made here (`Key.rsa()`, `Key.ec()`) and sign tokens (`Key.token(claims)`), RS256
 or ES256, with `cryptography`. TLS uses a CA of its own (`ca_file`, for `auth.caFile`)."""
-import base64
 import datetime
 import http.server
-import json
 import threading
 import time
 
@@ -29,11 +27,9 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import NameOID
 
-from fake_appstore_api import _tls_files, send_json, serve_https
+from .fake_appstore_api import _tls_files, send_json, serve_https
+from .tokens import b64url, jwt
 
-
-def b64url(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
 def _int_bytes(number, length=None):
@@ -80,15 +76,14 @@ class Key:
         return {"kty": "EC", "kid": self.kid, "use": "sig", "alg": "ES256", "crv": "P-256",
                 "x": b64url(_int_bytes(numbers.x, 32)), "y": b64url(_int_bytes(numbers.y, 32))}
 
-    def token(self, claims):
-        header = {"alg": self.alg, "kid": self.kid, "typ": "JWT"}
-        signing_input = (b64url(json.dumps(header).encode()) + "." + b64url(json.dumps(claims).encode())).encode()
+    def sign(self, signing_input):
         if self.alg == "RS256":
-            signature = self.private.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
-        else:
-            r, s = decode_dss_signature(self.private.sign(signing_input, ec.ECDSA(hashes.SHA256())))
-            signature = _int_bytes(r, 32) + _int_bytes(s, 32)
-        return signing_input.decode() + "." + b64url(signature)
+            return self.private.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
+        r, s = decode_dss_signature(self.private.sign(signing_input, ec.ECDSA(hashes.SHA256())))
+        return _int_bytes(r, 32) + _int_bytes(s, 32)
+
+    def token(self, claims):
+        return jwt({"alg": self.alg, "kid": self.kid, "typ": "JWT"}, claims, self.sign)
 
 
 class FakeKeyServer:

@@ -40,7 +40,7 @@ import threading
 import time
 import urllib.parse
 
-from fake_appstore_api import _tls_files, send_json
+from .fake_appstore_api import _tls_files, send_json
 
 PREFIX = "/v1/subscribers/"
 APP_STORE_MANAGEMENT_URL = "https://apps.apple.com/account/subscriptions"

@@ -25,13 +25,11 @@ import signal
 import socket
 import stat
 import subprocess
-import sys
 import tempfile
 import unittest
 
-# The e2e helpers (root's SQL on the test stack's socket, polling) serve here too.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
-from billing import sql, wait_until  # noqa: E402
+# The harness's helpers (root's SQL on the test stack's socket, polling) serve here too.
+from harness.billing import sql, wait_until
 
 VAR_DIR = os.environ["BILLING_VAR_DIR"]
 DB_PORT = int(os.environ["BILLING_DB_PORT"])

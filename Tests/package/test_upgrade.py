@@ -18,13 +18,11 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
-from billing import sql, wait_until  # noqa: E402
-from debtools import repack_with_broken_migration  # noqa: E402
+from harness.billing import sql, wait_until
+from harness.debtools import repack_with_broken_migration
 
 VAR_DIR = os.environ["BILLING_VAR_DIR"]
 DB_PORT = int(os.environ["BILLING_DB_PORT"])

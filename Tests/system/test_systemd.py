@@ -32,12 +32,9 @@ import threading
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "package"))
-sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from billing import wait_until  # noqa: E402
-from debtools import deb_version, repack_with_broken_migration  # noqa: E402
-from fake_key_server import Key  # noqa: E402
+from harness.billing import wait_until
+from harness.debtools import deb_version, repack_with_broken_migration
+from harness.fake_key_server import Key
 
 TEMPLATE = os.environ["FCGIBILLING_NSPAWN_ROOT"]
 DEB = os.environ["FCGIBILLING_DEB"]

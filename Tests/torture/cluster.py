@@ -39,8 +39,6 @@ storms on one cluster).
 """
 import argparse
 import collections
-import importlib.machinery
-import importlib.util
 import json
 import os
 import queue
@@ -53,18 +51,9 @@ import threading
 import time
 import uuid
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import torture as T  # Tests/torture/torture.py, beside this file
 
-
-def load_torture():
-    loader = importlib.machinery.SourceFileLoader("torture", os.path.join(ROOT, "scripts", "torture"))
-    spec = importlib.util.spec_from_loader("torture", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-T = load_torture()
+ROOT = T.ROOT
 
 PROFILES = {
     # storm deliveries (duplicates included), users, senders, duplicate share; fresh
@@ -223,7 +212,7 @@ class Cluster:
             self.sh("workers_start && nginx_start", host=host)
         with open(os.path.join(self.var_dir, "secrets", "revenuecat-webhook-secret")) as f:
             self.webhook_secret = f.read().strip()
-        self.tokens = T.TokenSigner(os.path.join(self.var_dir, "secrets", "dev-token-key.pem"))
+        self.tokens = T.harness("tokens").DevSigner(os.path.join(self.var_dir, "secrets", "dev-token-key.pem"))
 
     def thaw(self):
         for n in list(self.frozen):
@@ -529,7 +518,7 @@ class ClusterTorture(T.Torture):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="cluster-test", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--short", action="store_const", dest="profile", const="short", help="the CI profile (about a minute and a half on 2 cores; scripts/test runs it)")
     parser.add_argument("--profile", choices=sorted(PROFILES))
     parser.add_argument("--var-dir", default=os.path.join(ROOT, "var", "cluster"))

@@ -17,7 +17,7 @@ Phases (each can be skipped with --skip NAME):
             pairs of users whose two events race: a RevenueCat purchase for one and the
             TRANSFER of it to the other, sent at the same instant by two senders. And pulls
             racing the webhooks (SPEC §15): a billing-rpc of its own, pointed at a local HTTPS
-            fake of RevenueCat's REST API (Tests/e2e/fake_revenuecat_api.py) that answers each
+            fake of RevenueCat's REST API (Tests/harness/fake_revenuecat_api.py) that answers each
             user's RevenueCat subscription as it stood at one request date inside the
             histories, pulls every RevenueCat user twice, in random order, while his webhooks
             arrive (some before he is known). Then: every acknowledged event is in the inbox
@@ -41,14 +41,15 @@ Everything runs against its own stack (MariaDB, workers, billing-rpc, nginx) und
 Providers are pluggable (class Provider): RevenueCat and App Store. The summary (stderr, and
 "providers" in the JSON report) gives per provider: deliveries sent (HTTP requests, with
 duplicates and retries), distinct events, acknowledged, present in the inbox, duplicated,
-lost and 5xx other than 503. Standard library only, except the App Store provider: it signs
-with `cryptography` through Tests/e2e/appstore.py, whose test CA the stack trusts.
+lost and 5xx other than 503. Run by scripts/torture (with Tests/ on PYTHONPATH, for the
+harness package); standard library, and `cryptography` through the harness: the App Store
+provider signs with the test CA the stack trusts (Tests/harness/appstore.py), the
+development ID tokens with the stack's key (Tests/harness/tokens.py).
 """
 import argparse
-import base64
 import collections
-import hashlib
 import http.client
+import importlib
 import json
 import os
 import queue
@@ -61,7 +62,7 @@ import threading
 import time
 import uuid
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # The storm's products, for the App Store catalog (RevenueCat names tiers by entitlement).
 CATALOG = {"app.plus.monthly": {"tier": "plus", "cadence": "monthly"},
@@ -70,14 +71,17 @@ CATALOG = {"app.plus.monthly": {"tier": "plus", "cadence": "monthly"},
 PROVIDERS = ("revenuecat", "apple")
 
 
-def appstore():
-    """Tests/e2e/appstore.py (test CA, signing), imported on first use: it needs `cryptography`."""
-    sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
+def harness(name):
+    """harness.NAME (Tests/harness), imported on first use: appstore (test CA, signing),
+    tokens (development ID tokens) and fake_revenuecat_api need `cryptography`."""
     try:
-        import appstore as module
+        return importlib.import_module("harness." + name)
     except ImportError as e:
-        raise SystemExit(f"torture: the App Store provider needs the Python package cryptography ({e})")
-    return module
+        raise SystemExit(f"torture: harness.{name} needs Tests/ on PYTHONPATH (scripts/torture sets it) and the Python package cryptography ({e})")
+
+
+def appstore():
+    return harness("appstore")
 
 
 PROFILES = {
@@ -135,7 +139,7 @@ class Stack:
             raise SystemExit("torture: the stack did not come up")
         with open(os.path.join(self.var_dir, "secrets", "revenuecat-webhook-secret")) as f:
             self.webhook_secret = f.read().strip()
-        self.tokens = TokenSigner(os.path.join(self.var_dir, "secrets", "dev-token-key.pem"))
+        self.tokens = harness("tokens").DevSigner(os.path.join(self.var_dir, "secrets", "dev-token-key.pem"))
 
     def down(self):
         self.sh("stack_down", check=False, timeout=300)
@@ -192,41 +196,6 @@ class Stack:
             except (OSError, AttributeError, TypeError):
                 out[i] = None
         return out
-
-
-class TokenSigner:
-    """RS256 development ID tokens signed in pure Python with the stack's dev key (the one
-    scripts/dev-token uses), so thousands of users cost no subprocess each."""
-
-    def __init__(self, key_path):
-        text = subprocess.run(["openssl", "rsa", "-in", key_path, "-noout", "-text"], check=True,
-                              capture_output=True, text=True).stdout
-        def number(name):
-            m = re.search(name + r":\s*\n((?:\s+[0-9a-f:]+\n)+)", text)
-            return int(re.sub(r"[\s:]", "", m.group(1)), 16)
-        self.n = number("modulus")
-        self.d = number("privateExponent")
-        self.size = (self.n.bit_length() + 7) // 8
-        self.cache = {}
-
-    @staticmethod
-    def b64u(data):
-        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-    def token(self, user_id):
-        if user_id in self.cache:
-            return self.cache[user_id]
-        now = int(time.time())
-        header = {"alg": "RS256", "kid": "dev-1", "typ": "JWT"}
-        claims = {"iss": "https://dev-token.fcgibilling.invalid", "aud": "fcgibilling-dev", "sub": user_id,
-                  "iat": now - 5, "exp": now + 6 * 3600}
-        signing_input = (self.b64u(json.dumps(header).encode()) + "." + self.b64u(json.dumps(claims).encode())).encode()
-        digest_info = bytes.fromhex("3031300d060960864801650304020105000420") + hashlib.sha256(signing_input).digest()
-        em = b"\x00\x01" + b"\xff" * (self.size - len(digest_info) - 3) + b"\x00" + digest_info
-        signature = pow(int.from_bytes(em, "big"), self.d, self.n).to_bytes(self.size, "big")
-        token = signing_input.decode() + "." + self.b64u(signature)
-        self.cache[user_id] = token
-        return token
 
 
 # ------------------------------------------------------------------------------ HTTP
@@ -538,8 +507,7 @@ class Puller:
     socket, its sweeper off, pointed at a local HTTPS fake of RevenueCat's REST API."""
 
     def __init__(self, stack, directory):
-        sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
-        import fake_revenuecat_api as F
+        F = harness("fake_revenuecat_api")
         self.F = F
         self.fake = F.FakeRevenueCatAPI(directory)
         self.socket = os.path.join(directory, "puller.sock")
@@ -558,20 +526,9 @@ class Puller:
 
     def reconcile(self, user):
         """subscriptions.reconcile of one user: the RevenueCat outcome, or the error."""
-        import socket as sockets
         message = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "subscriptions.reconcile",
-                              "params": {"userId": user, "actor": "torture@ops"}}).encode() + b"\n"
-        with sockets.socket(sockets.AF_UNIX) as s:
-            s.settimeout(120)
-            s.connect(self.socket)
-            s.sendall(message)
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        reply = json.loads(data)
+                              "params": {"userId": user, "actor": "torture@ops"}}).encode()
+        reply = json.loads(harness("billing").rpc_raw(message, sock_path=self.socket, timeout=120))
         if "result" not in reply:
             return f"error {reply.get('error', {}).get('code')}"
         return reply["result"].get("revenuecat", {}).get("outcome", "absent")
@@ -635,7 +592,7 @@ class Torture:
 
     def get_access(self, client, user):
         return client.request("GET", "/api/v1/billing/access",
-                              headers={"Authorization": "Bearer " + self.stack.tokens.token(user)})
+                              headers={"Authorization": "Bearer " + self.stack.tokens.for_user(user)})
 
     def deliver(self, client, stats, spec, deadline, retry_pause=0.05):
         """Sends one delivery until it is answered 2xx (like a provider), or the deadline."""
@@ -1076,7 +1033,7 @@ class Torture:
         c = self.client()
         self.get_access(c, user)
         seconds = self.args.memory_seconds or self.profile["memory_seconds"]
-        token = self.stack.tokens.token(user)
+        token = self.stack.tokens.for_user(user)
         url = f"http://127.0.0.1:{self.stack.http_port}/api/v1/billing/access"
         wrk = ["wrk", "-t2", "-c16", "-H", f"Authorization: Bearer {token}", url]
         subprocess.run(wrk + ["-d2s"], capture_output=True, text=True, timeout=60)  # warm-up
@@ -1150,7 +1107,7 @@ def normalized(body):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="torture", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", choices=sorted(PROFILES), default="short")
     parser.add_argument("--var-dir", default=os.path.join(ROOT, "var", "torture"))
     parser.add_argument("--http-port", type=int, default=18380)

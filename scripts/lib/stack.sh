@@ -311,15 +311,19 @@ PY2
 }
 
 # Writes the generated configuration (unless BILLING_CONFIG points elsewhere), deep-merging
-# BILLING_CONFIG_OVERLAY over it.
+# BILLING_CONFIG_OVERLAY over it with `billing-rpc config-merge` (of $BIN_DIR: build_release
+# or bin_dir first): the daemons' own rule, where a secret and its file form are one setting.
 config_generate() {
     [[ $BILLING_CONFIG == "$BILLING_VAR_DIR/billing.json" ]] || { [[ -f $BILLING_CONFIG ]] || die "BILLING_CONFIG=$BILLING_CONFIG does not exist"; return 0; }
-    if [[ -n ${BILLING_CONFIG_OVERLAY:-} && ! -f $BILLING_CONFIG_OVERLAY ]]; then
-        die "BILLING_CONFIG_OVERLAY=$BILLING_CONFIG_OVERLAY does not exist"
+    local merge=""
+    if [[ -n ${BILLING_CONFIG_OVERLAY:-} ]]; then
+        [[ -f $BILLING_CONFIG_OVERLAY ]] || die "BILLING_CONFIG_OVERLAY=$BILLING_CONFIG_OVERLAY does not exist"
+        merge=${BIN_DIR:-}/billing-rpc
+        [[ -x $merge ]] || die "no $merge to merge BILLING_CONFIG_OVERLAY with (build first: scripts/dev-up without --no-build)"
     fi
-    python3 - "$BILLING_CONFIG" "${BILLING_CONFIG_OVERLAY:-}" <<PY || die "could not write $BILLING_CONFIG"
-import json, os, sys
-path, overlay = sys.argv[1], sys.argv[2]
+    python3 - "$BILLING_CONFIG" "${BILLING_CONFIG_OVERLAY:-}" "$merge" <<PY || die "could not write $BILLING_CONFIG"
+import json, os, subprocess, sys
+path, overlay, billing_rpc = sys.argv[1:4]
 config = {
     "database": {"socket": "$DB_SOCKET", "user": "billing", "name": "billing",
                  "passwordFile": "$BILLING_VAR_DIR/secrets/db-password",
@@ -333,23 +337,17 @@ config = {
     "users": {},
     "reporting": {"currency": "EUR"},
 }
-def twin(key):
-    # A secret and its file form are one setting: the overlay's choice replaces the base's.
-    return key[:-4] if key.endswith("File") and len(key) > 4 else key + "File"
-def merge(base, extra):
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            merge(base[key], value)
-        else:
-            base[key] = value
-            base.pop(twin(key), None)
-if overlay:
-    with open(overlay) as f:
-        merge(config, json.load(f))
 tmp = path + ".tmp"
-with open(tmp, "w") as f:
-    json.dump(config, f, indent=2)
-    f.write("\n")
+def write(config):
+    with open(tmp, "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+write(config)
+if overlay:
+    merged = subprocess.run([billing_rpc, "config-merge", tmp, overlay], capture_output=True, text=True)
+    if merged.returncode != 0:
+        sys.exit(merged.stderr.strip())
+    write(json.loads(merged.stdout))
 os.chmod(tmp, 0o640)
 os.replace(tmp, path)
 PY

@@ -28,6 +28,7 @@ public enum RPCAdminApp {
         case "migrate": return migrate(Array(arguments.dropFirst()), environment: environment)
         case "dev-token": return devToken(Array(arguments.dropFirst()))
         case "doctor": return doctor(Array(arguments.dropFirst()), environment: environment)
+        case "config-merge": return configMerge(Array(arguments.dropFirst()))
         default: return serve(arguments, environment: environment)
         }
     }

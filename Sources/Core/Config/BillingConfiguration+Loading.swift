@@ -236,6 +236,23 @@ extension JSONObject {
         return copy
     }
 
+    /// `overlay` deep-merged over this object: where both hold an object the two merge
+    /// (recursively), anything else in `overlay` replaces this object's value and, as in
+    /// `setting`, removes its twin (an overlay's `passwordFile` replaces a base `password`).
+    /// What `billing-rpc config-merge` does to the generated configuration and
+    /// `BILLING_CONFIG_OVERLAY` (scripts/lib/stack.sh).
+    func deepMerging(_ overlay: JSONObject) -> JSONObject {
+        var merged = self
+        for (key, value) in overlay {
+            if case .object(let inner) = value, case .object(let base)? = merged[key] {
+                merged[key] = .object(base.deepMerging(inner))
+            } else {
+                merged = merged.setting([key], to: value)
+            }
+        }
+        return merged
+    }
+
     /// `xFile` for `x`, `x` for `xFile`.
     static func twin(of key: String) -> String {
         key.hasSuffix("File") && key.count > 4 ? String(key.dropLast(4)) : key + "File"
