@@ -401,18 +401,18 @@ private func json(_ text: String) -> JSON { try! JSON.parse(text) }
 }
 
 @Suite struct RPCSystemMethods {
-    private func systemRegistry() -> RPCMethodRegistry<AdminRPCContext> {
+    private func systemRegistry(server: RPCServerInfo = RPCServerInfo()) -> RPCMethodRegistry<AdminRPCContext> {
         var registry = RPCMethodRegistry<AdminRPCContext>()
         registry.register("grants.create", summary: "Grant a tier", params: "{userId, tier}") { _, _ in .null }
-        registry.registerSystemMethods()
+        registry.registerSystemMethods(server: server)
         return registry
     }
 
     @Test func healthReportsProcessClockAndDatabaseHook() {
         let clock = FixedClock(Timestamp(secondsSinceEpoch: 1_800_000_000))
         let plain = reply(
-            #"{"jsonrpc":"2.0","method":"system.health","id":1}"#, registry: systemRegistry(),
-            context: AdminRPCContext(clock: clock, server: RPCServerInfo(version: "1.2.3")))?["result"]
+            #"{"jsonrpc":"2.0","method":"system.health","id":1}"#, registry: systemRegistry(server: RPCServerInfo(version: "1.2.3")),
+            context: AdminRPCContext(clock: clock))?["result"]
         #expect(plain?["status"] == "ok")
         #expect(plain?["version"] == "1.2.3")
         #expect(plain?["serverTime"] == "2027-01-15T08:00:00.000Z")

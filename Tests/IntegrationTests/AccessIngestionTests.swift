@@ -265,21 +265,24 @@ private func snapshot(_ user: String, on db: DatabaseConnection) throws -> Acces
             let headers: HTTPHeaders = ["Authorization": "Bearer s3cret"]
             let request = HTTPRequest(method: .post, path: "/api/v1/billing/webhooks/revenuecat", headers: headers, body: body)
 
-            let unset = BillingRequestContext(services: .unconfigured(), database: db)
-            let notConfigured = #expect(throws: APIError.self) { try RevenueCatWebhook.handle(request, unset) }
+            let unconfigured = BillingServices.unconfigured()
+            let unset = BillingRequestContext(services: unconfigured, database: db)
+            let notConfigured = #expect(throws: APIError.self) { try RevenueCatWebhook(unconfigured).handle(request, unset) }
             #expect(notConfigured?.status.code == 501)
 
             let quiet = Logger(sink: try LogSink(path: nil, minimumLevel: .critical))
             var configuration = BillingConfiguration()
             configuration.revenuecat.webhookSecret = "Bearer other"
-            let wrong = BillingRequestContext(services: try BillingServices(configuration: configuration, logger: quiet), database: db)
-            let unauthorized = #expect(throws: APIError.self) { try RevenueCatWebhook.handle(request, wrong) }
+            let wrongServices = try BillingServices(configuration: configuration, logger: quiet)
+            let wrong = BillingRequestContext(services: wrongServices, database: db)
+            let unauthorized = #expect(throws: APIError.self) { try RevenueCatWebhook(wrongServices).handle(request, wrong) }
             #expect(unauthorized?.status.code == 401 && unauthorized?.code == "bad_secret")
             #expect(try count("SELECT COUNT(*) AS n FROM billing_events", on: db) == 0)
 
             configuration.revenuecat.webhookSecret = "Bearer s3cret"
-            let right = BillingRequestContext(services: try BillingServices(configuration: configuration, logger: quiet), database: db)
-            let response = try RevenueCatWebhook.handle(request, right)
+            let rightServices = try BillingServices(configuration: configuration, logger: quiet)
+            let right = BillingRequestContext(services: rightServices, database: db)
+            let response = try RevenueCatWebhook(rightServices).handle(request, right)
             #expect(response.status.code == 200)
             #expect(try count("SELECT COUNT(*) AS n FROM billing_events WHERE status = 'ignored'", on: db) == 1)
         }

@@ -135,10 +135,12 @@ import Testing
                 return try BillingServices(configuration: config)
             }
             let clock = MutableClock(Self.hour(0))
+            let cachedServices = try services(cache: 100)
+            let freshServices = try services(cache: 0)
             let cached = BillingRequestContext(
-                clock: clock, services: try services(cache: 100), database: DatabaseConnection(configuration: configuration))
+                clock: clock, services: cachedServices, database: DatabaseConnection(configuration: configuration))
             let fresh = BillingRequestContext(
-                clock: clock, services: try services(cache: 0), database: DatabaseConnection(configuration: configuration))
+                clock: clock, services: freshServices, database: DatabaseConnection(configuration: configuration))
             let token = try CompactJWS.sign(
                 payload: [
                     "sub": .string(Self.user), "iss": "https://issuer.test", "aud": "billing-app",
@@ -146,16 +148,17 @@ import Testing
                 ],
                 header: ["kid": "k1"], key: key, algorithm: "ES256")
             let request = HTTPRequest(method: .get, path: "/api/v1/billing/access", headers: ["Authorization": "Bearer \(token)"])
-            let hitsBefore = cached.services.metrics.snapshotCacheHits.current
+            let hitsBefore = cachedServices.metrics.snapshotCacheHits.current
             var step = 0
             func same(_ what: String) throws {
                 step += 1
-                let a = try AccessRoute.handle(request, cached)
-                let b = try AccessRoute.handle(request, fresh)
+                let a = try AccessRoute(cachedServices).handle(request, cached)
+                let b = try AccessRoute(freshServices).handle(request, fresh)
                 #expect(a.status == .ok && b.status == .ok, "\(what)")
                 #expect(try JSON.parse(a.body) == JSON.parse(b.body), "step \(step): \(what)")
                 // Served twice more: both must still agree (the second is a cache hit).
-                #expect(try JSON.parse(AccessRoute.handle(request, cached).body) == JSON.parse(b.body), "step \(step) again: \(what)")
+                #expect(
+                    try JSON.parse(AccessRoute(cachedServices).handle(request, cached).body) == JSON.parse(b.body), "step \(step) again: \(what)")
             }
             let services = try services(cache: 0)
             try same("first request: the user becomes known")
@@ -193,7 +196,7 @@ import Testing
             try same("a new quota window (nothing written)")
             clock.instant = Self.hour(3)
             try same("a clock reading before the cached load")
-            #expect(cached.services.metrics.snapshotCacheHits.current > hitsBefore, "the cache served some of these")
+            #expect(cachedServices.metrics.snapshotCacheHits.current > hitsBefore, "the cache served some of these")
         }
     }
 }

@@ -1,27 +1,26 @@
-/// What `access.get` needs of its context.
-protocol AccessRPCContext: RPCContextProtocol {
-    var idPattern: UserIdPattern { get }
-    var catalog: ProductCatalog { get }
-    var plans: PlanCatalog { get }
-    var flags: FlagCache { get }
-    /// The operator overlays in detail (grants with their status, campaign memberships):
-    /// the grant and grandfathering features answer it, through the application.
-    func overlayDetails(userId: String, now: Timestamp, on db: DatabaseConnection) throws -> (grants: [JSON], campaigns: [JSON])
-}
+/// The operator overlays of a user in detail (grants with their status, campaign
+/// memberships): the grant and grandfathering features answer it, through the application.
+typealias OverlayDetails =
+    @Sendable (_ userId: String, _ now: Timestamp, _ db: DatabaseConnection) throws -> (
+        grants: [JSON], campaigns: [JSON]
+    )
 
-extension RPCMethodRegistry where Context: AccessRPCContext {
+extension RPCMethodRegistry where Context: RPCContextProtocol {
     /// `access.get`: what an operator panel shows for one user.
-    mutating func registerAccessMethods() {
+    mutating func registerAccessMethods(
+        idPattern: UserIdPattern, catalog: ProductCatalog, plans: PlanCatalog, flags: FlagCache,
+        overlayDetails: @escaping OverlayDetails
+    ) {
         register(
             "access.get",
             summary: "A user's access snapshot (as GET /billing/access) plus every source in detail: store rows, grants with status, campaigns",
             params: "{userId}"
         ) { request, context in
             try request.params.expectOnly("userId")
-            let userId = try request.params.requireUserId(pattern: context.idPattern)
+            let userId = try request.params.requireUserId(pattern: idPattern)
             let db = try context.requireDatabase()
             let now = context.clock.now()
-            let cadence = context.catalog.cadence(of:)
+            let cadence = catalog.cadence(of:)
             return try db.readOnlySnapshot { db -> JSON in
                 if try db.queryOne("SELECT 1 AS known FROM billing_users WHERE id = \(userId)") == nil,
                     let erasedAt = try ErasedUsers.erasedAt(userId, on: db)
@@ -34,8 +33,8 @@ extension RPCMethodRegistry where Context: AccessRPCContext {
                 }
                 guard let user = try db.queryOne("SELECT created_at, source, deleted_at FROM billing_users WHERE id = \(userId)"),
                     let snapshot = try AccessSnapshot.loadWithQuota(
-                        userId: userId, now: now, cadence: cadence, plans: try context.plans.plans(on: db),
-                        enforcement: context.flags.current(on: db).enforcement, planCache: nil, on: db)?.snapshot
+                        userId: userId, now: now, cadence: cadence, plans: try plans.plans(on: db),
+                        enforcement: flags.current(on: db).enforcement, planCache: nil, on: db)?.snapshot
                 else {
                     throw BillingError.notFound("user", ["userId": .string(userId)])
                 }
@@ -43,7 +42,7 @@ extension RPCMethodRegistry where Context: AccessRPCContext {
                     "SELECT \(unsafeRaw: SubscriptionState.columns) FROM billing_subscriptions s WHERE s.user_id = \(userId) ORDER BY s.subscription_id"
                 )
                 .map { (row) throws(DatabaseError) -> SubscriptionState in try SubscriptionState(row: row) }
-                let overlays = try context.overlayDetails(userId: userId, now: now, on: db)
+                let overlays = try overlayDetails(userId, now, db)
                 return [
                     "snapshot": snapshot.json,
                     "user": [

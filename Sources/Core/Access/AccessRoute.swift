@@ -1,47 +1,41 @@
-/// `GET /api/v1/billing/access`: the signed-in user's access snapshot.
-enum AccessRoute {
-    /// What the access route (and whoever answers with a snapshot) needs of its request context.
-    protocol Context: AuthenticatedRequestContext, DatabaseRequestContext {
-        var catalog: ProductCatalog { get }
-        var snapshots: SnapshotCache { get }
-        var plans: PlanCatalog { get }
-        var flags: FlagCache { get }
-        var metrics: BillingMetrics { get }
-        var activity: UserActivity { get }
-    }
+/// `GET /api/v1/billing/access`: the signed-in user's access snapshot. Whoever else answers
+/// a snapshot (`POST /billing/apple/transactions`) holds one of these and reads through it.
+struct AccessRoute: Sendable {
+    let catalog: ProductCatalog
+    let snapshots: SnapshotCache
+    let plans: PlanCatalog
+    let flags: FlagCache
+    let metrics: BillingMetrics
+    let activity: UserActivity
 
-    static func handle(_ request: HTTPRequest, _ context: some Context) throws -> HTTPResponse {
+    func handle(_ request: HTTPRequest, _ context: some UserRequestContext) throws -> HTTPResponse {
         let userId = try context.authenticatedUser(request)
         let db = try context.requireDatabase()
         let now = context.clock.now()
-        let cadence = context.catalog.cadence(of:)
-        if let snapshot = try cached(userId: userId, now: now, cadence: cadence, context: context, on: db) {
-            context.activity.noteSeen(userId, now: now, on: db)
-            return snapshotResponse(snapshot, cache: context.snapshots)
+        let cadence = catalog.cadence(of:)
+        if let snapshot = try cached(userId: userId, now: now, cadence: cadence, on: db) {
+            activity.noteSeen(userId, now: now, on: db)
+            return Self.snapshotResponse(snapshot, cache: snapshots)
         }
-        var snapshot = try loadWithQuota(userId: userId, now: now, cadence: cadence, context: context, on: db)
+        var snapshot = try loadWithQuota(userId: userId, now: now, cadence: cadence, on: db)
         if snapshot == nil || snapshot?.unclaimed == true {
             // First valid request of this user: he becomes known, and whatever the stores
             // sent for him before folds in now. Also when an earlier first request created
             // him but died before the claim (kill -9 between the two transactions).
             try UserDirectory.ensureKnown(userId, source: .token, createdAt: now, now: now, on: db)
-            snapshot = try loadWithQuota(userId: userId, now: now, cadence: cadence, context: context, on: db)
+            snapshot = try loadWithQuota(userId: userId, now: now, cadence: cadence, on: db)
         }
         guard let snapshot else { throw APIError.unavailable() }
-        context.activity.noteSeen(userId, now: now, on: db)
-        return snapshotResponse(snapshot, cache: context.snapshots)
+        activity.noteSeen(userId, now: now, on: db)
+        return Self.snapshotResponse(snapshot, cache: snapshots)
     }
 
     /// The snapshot from the process's cache when the user's `snapshot_version` is still
     /// the cached one (one primary-key read) and the cached usage covers the current quota
     /// windows; nil otherwise (the caller reads everything).
-    static func cached(
-        userId: String, now: Timestamp, cadence: (String) -> Cadence?, context: some Context,
-        on db: DatabaseConnection
-    ) throws -> AccessSnapshot? {
-        let metrics = context.metrics
+    func cached(userId: String, now: Timestamp, cadence: (String) -> Cadence?, on db: DatabaseConnection) throws -> AccessSnapshot? {
         // A clock reading before the load could need overlays that had expired by then.
-        guard let entry = context.snapshots.entry(for: userId), now >= entry.record.loadedAt,
+        guard let entry = snapshots.entry(for: userId), now >= entry.record.loadedAt,
             let row = try db.queryOne("SELECT snapshot_version FROM billing_access WHERE user_id = \(userId)"),
             try row.uint64("snapshot_version") == entry.record.version
         else {
@@ -49,12 +43,12 @@ enum AccessRoute {
             return nil
         }
         var snapshot = AccessSnapshot(record: entry.record, now: now, cadence: cadence)
-        let plan = context.snapshots.plan(for: snapshot, plans: try context.plans.plans(on: db))
+        let plan = snapshots.plan(for: snapshot, plans: try plans.plans(on: db))
         guard let used = entry.used(in: plan.windows) else {
             metrics.snapshotCacheMisses.add()
             return nil
         }
-        snapshot.quota = plan.status(used: used, enforcement: context.flags.current(on: db).enforcement)
+        snapshot.quota = plan.status(used: used, enforcement: flags.current(on: db).enforcement)
         metrics.snapshotCacheHits.add()
         return snapshot
     }
@@ -62,17 +56,14 @@ enum AccessRoute {
     /// `AccessSnapshot.loadWithQuota` in its own READ ONLY transaction with a consistent
     /// snapshot. The record and its usage go to the cache (unless the user still has
     /// unmatched events to claim).
-    static func loadWithQuota(
-        userId: String, now: Timestamp, cadence: (String) -> Cadence?, context: some Context,
-        on db: DatabaseConnection
-    ) throws -> AccessSnapshot? {
+    func loadWithQuota(userId: String, now: Timestamp, cadence: (String) -> Cadence?, on db: DatabaseConnection) throws -> AccessSnapshot? {
         let loaded = try db.readOnlySnapshot { db in
             try AccessSnapshot.loadWithQuota(
-                userId: userId, now: now, cadence: cadence, plans: try context.plans.plans(on: db),
-                enforcement: context.flags.current(on: db).enforcement, planCache: context.snapshots, on: db)
+                userId: userId, now: now, cadence: cadence, plans: try plans.plans(on: db),
+                enforcement: flags.current(on: db).enforcement, planCache: snapshots, on: db)
         }
         guard let (snapshot, entry) = loaded else { return nil }
-        if !entry.record.unclaimed { context.snapshots.store(entry) }
+        if !entry.record.unclaimed { snapshots.store(entry) }
         return snapshot
     }
 

@@ -1,7 +1,7 @@
 /// The text of a user's last access answer, reused while what it says has not changed.
 ///
-/// jansson's dump of the 1–2 KB snapshot was the largest cost of `GET /billing/access`
-/// (docs/performance.md). Every answer is still computed in full from a validated read
+/// Dumping the 1–2 KB snapshot is the largest part of `GET /billing/access` once its reads
+/// are cached (docs/performance.md). Every answer is still computed in full from a validated read
 /// (`AccessRoute`); only building and serializing its document is skipped, and only when
 /// the new snapshot answers alike (the same stored state, the user id byte for byte, and the
 /// same `AccessSnapshot.Judgments` at its own time) and so differs from the rendered one only in

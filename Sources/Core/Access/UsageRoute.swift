@@ -1,16 +1,13 @@
 /// `POST /api/v1/billing/usage`: the signed-in user consumes his plan (SPEC §7).
-enum UsageRoute {
-    /// What the usage route needs of its request context.
-    protocol Context: AuthenticatedRequestContext, DatabaseRequestContext {
-        var plans: PlanCatalog { get }
-        var flags: FlagCache { get }
-        var metrics: BillingMetrics { get }
-    }
+struct UsageRoute: Sendable {
+    let plans: PlanCatalog
+    let flags: FlagCache
+    let metrics: BillingMetrics
 
     /// `{meter, amount, idempotencyKey}` with a Bearer ID token. The same key answers the
     /// first answer again and never counts twice; enforce mode answers 402
     /// `{"error": {"code": "quota_exceeded", "meter", "placement", ...}}` and records nothing.
-    static func handle(_ request: HTTPRequest, _ context: some Context) throws -> HTTPResponse {
+    func handle(_ request: HTTPRequest, _ context: some UserRequestContext) throws -> HTTPResponse {
         let userId = try context.authenticatedUser(request)
         let body = try request.jsonBody(limits: JSONLimits(maxBytes: 16_384, maxDepth: 8))
         let reader = try PayloadReader(body, path: "")
@@ -22,7 +19,7 @@ enum UsageRoute {
         }
         let db = try context.requireDatabase()
         let now = context.clock.now()
-        let plans = try context.plans.plans(on: db)
+        let plans = try self.plans.plans(on: db)
         guard PlanCatalog.plan(in: plans, at: now).contract.meterNames.contains(meter) else {
             throw PayloadError("meter", "unknown meter (GET /api/v1/billing/plans lists them)")
         }
@@ -30,16 +27,16 @@ enum UsageRoute {
         let consumption = try ErasedUsers.whileLive(userId, on: db) {
             try AccessSnapshot.consume(
                 userId: userId, meter: meter, amount: amount, idempotencyKey: key, now: now,
-                plans: plans, enforcement: context.flags.current(on: db).enforcement, on: db)
+                plans: plans, enforcement: flags.current(on: db).enforcement, on: db)
         }
         switch consumption {
         case .recorded(let answer):
             let decision: BillingMetrics.UsageDecision = answer["overLimit"]?.boolValue == true ? .overLimit : .allowed
-            context.metrics.usageDecision(decision)
+            metrics.usageDecision(decision)
             context.outcome = decision.rawValue
             return .json(.ok, answer)
         case .refused(let meter, let placement, let balance):
-            context.metrics.usageDecision(.refused)
+            metrics.usageDecision(.refused)
             context.outcome = "quota_exceeded"
             context.logger.info("usage refused", ["usage.meter": .string(meter), "usage.outcome": "quota_exceeded"])
             return .json(

@@ -1,23 +1,41 @@
 /// The method table of `billing-rpc`: every feature's JSON-RPC methods, in one place, here
 /// in the composition root. Each feature registers its own in `<Feature>RPCMethods.swift`,
-/// asking of the context only what it uses.
+/// handed here what it needs of the process's services; the context carries only the
+/// connection's state.
 enum BillingRPCMethods {
     static func makeRegistry(
-        services: BillingServices,
+        services: BillingServices, server: RPCServerInfo = RPCServerInfo(),
         replayers: QuarantineReplayers? = nil
     ) -> RPCMethodRegistry<AdminRPCContext> {
+        let configuration = services.configuration
+        let idPattern = services.idPattern
         var registry = RPCMethodRegistry<AdminRPCContext>()
-        registry.registerSystemMethods()  // system.health, system.listMethods
-        registry.registerAccessMethods()  // access.get
-        registry.registerUserMethods()  // users.import, users.delete
-        registry.registerGrantMethods()  // grants.create, grants.revoke, grants.list
-        registry.registerGrandfatherMethods()  // grandfather.applyCohort, .applyUsers, .revoke, .audit
-        registry.registerEventMethods(replayers: replayers ?? quarantineReplayers(services: services))  // events.*
-        registry.registerFlagMethods()  // flags.get, flags.set
-        registry.registerPlanMethods()  // plans.list, plans.publish
-        registry.registerOfferingMethods()  // offerings.list, offerings.publish
-        registry.registerStatsMethods()  // stats.subscriptions, stats.purgePaywallEvents
-        registry.registerReconcileMethods()  // subscriptions.reconcile, subscriptions.reconcileStatus
+        // system.health, system.listMethods
+        registry.registerSystemMethods(server: server, metricsDirectory: MetricsDirectory.of(configuration))
+        // access.get
+        registry.registerAccessMethods(
+            idPattern: idPattern, catalog: services.catalog, plans: services.plans, flags: services.flags,
+            overlayDetails: { userId, now, db in
+                (try GrantStore.list(userId: userId, on: db).map { $0.json(at: now) }, try Grandfather.memberships(userId: userId, now: now, on: db))
+            })
+        // users.import, users.delete
+        registry.registerUserMethods(idPattern: idPattern, bindingPolicy: configuration.binding.policy)
+        // grants.create, grants.revoke, grants.list
+        registry.registerGrantMethods(idPattern: idPattern)
+        // grandfather.applyCohort, .applyUsers, .revoke, .audit
+        registry.registerGrandfatherMethods(idPattern: idPattern)
+        // events.*
+        registry.registerEventMethods(idPattern: idPattern, replayers: replayers ?? quarantineReplayers(services: services))
+        // flags.get, flags.set
+        registry.registerFlagMethods()
+        // plans.list, plans.publish
+        registry.registerPlanMethods(plans: services.plans)
+        // offerings.list, offerings.publish
+        registry.registerOfferingMethods(offerings: services.offerings)
+        // stats.subscriptions, stats.purgePaywallEvents
+        registry.registerStatsMethods(catalog: services.catalog, reportingCurrency: configuration.reporting.currency)
+        // subscriptions.reconcile, subscriptions.reconcileStatus
+        registry.registerReconcileMethods(idPattern: idPattern, reconcile: services.reconcile)
         return registry
     }
 

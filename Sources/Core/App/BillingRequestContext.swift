@@ -1,14 +1,19 @@
 /// The request context of `billing-fcgi`: one per worker thread (never shared, so no
-/// locking), holding the thread's database connection and the process's services. It is
-/// the one type that knows every feature's context protocol, and answers each from
-/// `BillingServices`: the router and the features see only the protocols.
+/// locking), carrying the request's own state: the thread's database connection, the
+/// clock, the request's logger and log fields, its outcome, and the signed-in user (through
+/// the process's token verifier). What the features need of the process they hold
+/// themselves (`BillingRoutes` builds them).
 final class BillingRequestContext: RequestContextProtocol, AuthenticatedRequestContext, DatabaseRequestContext,
-    HealthCheck.Context, AccessRoute.Context, QuotaRoutes.Context, UsageRoute.Context, RevenueCatWebhook.Context,
-    AppleTransactionRoute.Context, PaywallEvents.Context, OfferingsRoute.Context
+    HealthCheck.Context
 {
     let workerIndex: Int
     var clock: any BillingClock
-    let services: BillingServices
+    /// Who the request's user is: the process's verifier (nil: no token keys configured).
+    private let tokenVerifier: IDTokenVerifier?
+    /// The process's logger, which each request's own logger is made from.
+    private let processLogger: Logger
+    /// Where `observe(error:)` counts database failures.
+    private let metrics: BillingMetrics
     /// This thread's own MariaDB connection (nil in a worker started without one).
     let database: DatabaseConnection?
     var databaseProbe: (() throws -> Void)?
@@ -26,7 +31,9 @@ final class BillingRequestContext: RequestContextProtocol, AuthenticatedRequestC
     ) {
         self.workerIndex = workerIndex
         self.clock = clock ?? services.clock
-        self.services = services
+        self.tokenVerifier = services.tokenVerifier
+        self.processLogger = services.logger
+        self.metrics = services.metrics
         self.logger = services.logger
         self.database = database
         // One statement (not COM_PING): readiness means the SQL layer answers, and this is
@@ -38,7 +45,7 @@ final class BillingRequestContext: RequestContextProtocol, AuthenticatedRequestC
     func beginRequest(_ request: HTTPRequest) {
         // The request's info lines are batched with its access line (the worker pool flushes
         // them); a warning or error still goes out at once.
-        logger = services.logger.with("request.id", .string(request.id)).batchingRoutineLines()
+        logger = processLogger.with("request.id", .string(request.id)).batchingRoutineLines()
         outcome = nil
         logFields = [
             "request.id": request.id, "http.method": request.method.rawValue,
@@ -47,7 +54,7 @@ final class BillingRequestContext: RequestContextProtocol, AuthenticatedRequestC
     }
 
     func observe(error: any Error) {
-        services.metrics.databaseError(from: error)
+        metrics.databaseError(from: error)
     }
 
     func reportUnexpectedError(_ error: any Error) {
@@ -65,12 +72,12 @@ final class BillingRequestContext: RequestContextProtocol, AuthenticatedRequestC
         }
     }
 
-    // MARK: what the features ask for
+    // MARK: the request's own state
 
     /// The user id (`sub`) of the request's verified ID token; 401 for anything else, 501
     /// when no token keys are configured.
     func authenticatedUser(_ request: HTTPRequest) throws -> String {
-        guard let verifier = services.tokenVerifier else {
+        guard let verifier = tokenVerifier else {
             throw APIError.notConfigured("ID token verification is not configured (auth.keysUrl or auth.keysFile)")
         }
         guard let token = request.bearerToken else { throw AuthError(.missing) }
@@ -82,19 +89,4 @@ final class BillingRequestContext: RequestContextProtocol, AuthenticatedRequestC
         guard let database else { throw APIError.unavailable("no database configured") }
         return database
     }
-
-    var metrics: BillingMetrics { services.metrics }
-    var catalog: ProductCatalog { services.catalog }
-    var snapshots: SnapshotCache { services.snapshots }
-    var plans: PlanCatalog { services.plans }
-    var offerings: OfferingCatalog { services.offerings }
-    var flags: FlagCache { services.flags }
-    var activity: UserActivity { services.activity }
-    var paywallPurge: PaywallEvents.PurgeSchedule { services.paywallPurge }
-    var revenuecat: BillingConfiguration.RevenueCat { services.configuration.revenuecat }
-    var maxBodyBytes: Int { services.configuration.server.maxBodyBytes }
-    var tiers: TierResolver { services.tiers }
-    var idPattern: UserIdPattern { services.idPattern }
-    var appleVerifier: AppleSignedDataVerifier? { services.appleVerifier }
-    var bindingPolicy: BillingConfiguration.Binding.Policy { services.configuration.binding.policy }
 }

@@ -2,7 +2,8 @@
 /// what was built from it once at start-up (token keys, tier rules, id pattern, catalog),
 /// the process's caches and counters, the logger and the clock. Immutable (its members lock
 /// themselves), so threads share one instance. Only the composition root (this folder)
-/// holds it: features are handed the members they use, through their context protocols.
+/// holds it: features are built with the members they use (`BillingRoutes`,
+/// `BillingRPCMethods`).
 final class BillingServices: Sendable {
     let configuration: BillingConfiguration
     let logger: Logger

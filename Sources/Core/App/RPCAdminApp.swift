@@ -77,27 +77,29 @@ public enum RPCAdminApp {
             configuration: serverConfiguration, limits: limits, serverInfo: RPCServerInfo(version: version),
             services: services,
             databaseConfiguration: commandLine.configPath == nil ? nil : configuration.database)
-        // Reconciliation's sweeper (SPEC §11): a thread of this daemon, with its own
-        // database connection, when the App Store Server API is configured.
-        var sweeper: ReconcileSweeper?
+        // Reconciliation's sweeper (SPEC §11), when the App Store Server API is configured;
+        // started before the socket, stopped after it.
+        var daemon: [any ProcessLifecycle.Service] = []
         if let reconcile = services.reconcile, configuration.reconcile.sweepEverySeconds > 0, commandLine.configPath != nil {
             let database = configuration.database
-            sweeper = ReconcileSweeper(
-                service: reconcile, everySeconds: configuration.reconcile.sweepEverySeconds,
-                makeConnection: { services.makeDatabaseConnection(database) })
+            daemon.append(
+                ReconcileSweeper.service(
+                    reconcile, everySeconds: configuration.reconcile.sweepEverySeconds,
+                    makeConnection: { services.makeDatabaseConnection(database) }))
         }
-        let status = ProcessLifecycle.run(server, logger: logger, reopenLogs: { logger.sink.reopen() }, reload: { services.reload() }) {
+        let sweeping = !daemon.isEmpty
+        daemon.append(server)
+        let status = ProcessLifecycle.run(
+            daemon, logger: logger, reopenLogs: { logger.sink.reopen() },
+            reload: { services.reload() }
+        ) {
             logger.info(
                 "billing-rpc started",
                 [
                     "rpc.socket": .string(serverConfiguration.socketPath), "process.id": .int(Int64(getpid())),
-                    "reconcile.sweeper": .bool(sweeper != nil),
+                    "reconcile.sweeper": .bool(sweeping),
                 ])
-            do { try sweeper?.start() } catch {
-                logger.error("reconcile sweeper not started", ["error.message": .string(String(describing: error))])
-            }
         }
-        sweeper?.stop()
         guard status == 0 else { return status }
         logger.info("billing-rpc stopped")
         return 0
@@ -115,7 +117,8 @@ public enum RPCAdminApp {
         databaseConfiguration: DatabaseConfiguration?
     ) -> RPCSocketServer<AdminRPCContext> {
         let logger = services.logger
-        let rpc = JSONRPCServerProtocol(registry: BillingRPCMethods.makeRegistry(services: services), limits: limits) { method, error in
+        let registry = BillingRPCMethods.makeRegistry(services: services, server: serverInfo)
+        let rpc = JSONRPCServerProtocol(registry: registry, limits: limits) { method, error in
             // The caller saw only "Internal error"; the operator gets the cause.
             logger.error("rpc.call.failed", ["rpc.method": .string(method), "error": .string(String(describing: error))])
         }
@@ -128,7 +131,7 @@ public enum RPCAdminApp {
                 let user = peer.flatMap { SystemUsers.name(of: $0.uid) }
                 let session: [SQLQuery] = peer.map { ["SET @billing_peer_uid = \(Int64($0.uid)), @billing_peer_user = \(user)"] } ?? []
                 return AdminRPCContext(
-                    peer: peer, server: serverInfo, services: services,
+                    clock: services.clock, peer: peer,
                     database: databaseConfiguration.map { services.makeDatabaseConnection($0, sessionSetup: session) })
             }, logger: logger, onRefusedPeer: { context, peer in refusals.record(peer, context: context, logger: logger) })
     }

@@ -18,6 +18,7 @@ struct RPCAdminCommandLine: Sendable, Equatable {
         usage: billing-rpc --config FILE [options]              serve JSON-RPC on admin.socket
                billing-rpc migrate [--config FILE] [--sql-dir DIR] [--status]
                billing-rpc doctor [--config FILE] [--sql-dir DIR] [--url URL] [--json]
+               billing-rpc config-merge BASE OVERLAY                  print BASE deep-merged with OVERLAY
                billing-rpc --version
                billing-rpc dev-token --key PEM --kid KID --issuer ISS --audience AUD [--ttl SECONDS] USER_ID
 

@@ -96,7 +96,7 @@ public enum WorkerApp {
 
         // Metrics: counted in this process, published every second to the shared directory
         // (one file per worker), aggregated by whichever worker nginx sends /metrics to.
-        var router = BillingRoutes.makeRouter()
+        var router = BillingRoutes.makeRouter(services: services)
         let directory = MetricsDirectory(
             path: options.metricsDirectory ?? configuration.server.metricsDirectory
                 ?? MetricsDirectory.beside(socketPath: socket).path)
@@ -110,28 +110,31 @@ public enum WorkerApp {
                 own: metrics, directory: directory, clock: services.clock,
                 database: { $0.database }))
         let publisher = MetricsPublisher(metrics: metrics, directory: directory, clock: services.clock)
-        // Before the publisher thread exists, so it inherits the mask and no signal is
-        // delivered to it (the process skeleton blocks them again; that is harmless).
-        ProcessSignals.blockHandledSignals()
-        if !publisher.start() {
-            logger.warning("cannot start the metrics publisher thread", ["metrics.directory": .string(directory.path)])
-        }
-        defer { publisher.stop() }
-        // auth.keysUrl: the issuer's keys fetched now and kept fresh from here on.
-        if let store = services.tokenVerifier?.keyStore, store.issuer != nil, !store.startRefreshing() {
-            logger.warning("cannot start the token key refresher thread; keys are fetched when a token names an unknown kid", [:])
-        }
-
         let databaseConfiguration = configuration.database
-        return FastCGIServer.run(
-            options: serverOptions, router: router, logger: logger,
-            reopenLogs: { logger.sink.reopen() }, reload: { services.reload() }, metrics: metrics, accessLog: logger,
+        let server = FastCGIServer(
+            options: serverOptions, router: router, logger: logger, metrics: metrics, accessLog: logger,
             makeContext: { index in
                 // One MariaDB connection per thread, opened lazily on first use.
                 BillingRequestContext(
                     workerIndex: index, services: services,
                     database: services.makeDatabaseConnection(databaseConfiguration))
             })
+        // Stopped in reverse: the pool drains first, the publisher removes its file last.
+        // auth.keysUrl: the issuer's keys fetched now and kept fresh from here on.
+        let daemon: [any ProcessLifecycle.Service] =
+            [publisher] + (services.tokenVerifier?.keyStore.refresher().map { [$0] } ?? []) + [server]
+        let status = ProcessLifecycle.run(daemon, logger: logger, reopenLogs: { logger.sink.reopen() }, reload: { services.reload() }) {
+            logger.info(
+                "worker started",
+                [
+                    "socket.path": .string(socket), "worker.threads": .int(Int64(serverOptions.pool.threads)),
+                    "socket.activated": .bool(server.isSocketActivated), "process.id": .int(Int64(getpid())),
+                ])
+        }
+        guard status == 0 else { return status }
+        let failed = server.hasFailed
+        logger.log(failed ? .error : .info, "worker stopped", ["worker.requests": .int(Int64(server.requestsServed))])
+        return failed ? 1 : 0
     }
 
     private static func usageError(_ message: String) -> Int32 {

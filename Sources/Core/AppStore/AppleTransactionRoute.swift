@@ -10,13 +10,14 @@
 /// With the flag `purchases.enabled` off, 403 `purchases_disabled` before anything is read
 /// (read from the database, not the flag cache: the switch holds from the moment it is set);
 /// the App Store's notifications are never cut (SPEC §14).
-enum AppleTransactionRoute {
-    /// What the route needs of its request context: it answers a snapshot as the access
-    /// route does, through the same reader (`AccessRoute.loadWithQuota`).
-    protocol Context: AppStoreRouteContext, AccessRoute.Context {}
+struct AppleTransactionRoute: Sendable {
+    let appStore: AppStoreRouteSettings
+    let maxBodyBytes: Int
+    /// It answers a snapshot as the access route does, through the same reader.
+    let access: AccessRoute
 
-    static func handle(_ request: HTTPRequest, _ context: some Context) throws -> HTTPResponse {
-        guard let verifier = context.appleVerifier else {
+    func handle(_ request: HTTPRequest, _ context: some UserRequestContext) throws -> HTTPResponse {
+        guard let verifier = appStore.verifier else {
             throw APIError.notConfigured("App Store transactions are not configured (apple.trustedRootsFiles, apple.bundleId)")
         }
         let userId = try context.authenticatedUser(request)
@@ -25,17 +26,17 @@ enum AppleTransactionRoute {
             throw APIError(.forbidden, code: "purchases_disabled", message: "purchases are disabled (flag purchases.enabled)")
         }
         let now = context.clock.now()
-        let policy = context.bindingPolicy
+        let policy = appStore.bindingPolicy
 
-        let body = try request.jsonBody(limits: JSONLimits(maxBytes: context.maxBodyBytes, maxDepth: 8))
+        let body = try request.jsonBody(limits: JSONLimits(maxBytes: maxBodyBytes, maxDepth: 8))
         let jws = try AppleSignedDataVerifier.signedData(body, field: "signedTransaction")
         let restore = try PayloadReader(body, path: "").bool("restore") ?? false
 
         let delivery: AppleDelivery
         do {
             delivery = try AppleDelivery.postedTransaction(
-                jws, verifier: verifier, catalog: context.catalog.products,
-                idPattern: context.idPattern, now: now)
+                jws, verifier: verifier, catalog: appStore.catalog.products,
+                idPattern: appStore.idPattern, now: now)
         } catch let error as AppleVerificationError {
             context.logger.warning("transaction refused", ["apple.reason": .string(error.reason.rawValue)])
             throw APIError.unprocessable("the signed transaction was refused: \(error.reason.rawValue)", code: error.reason.rawValue)
@@ -61,9 +62,8 @@ enum AppleTransactionRoute {
         let outcome = try AppleIngestion.ingest(delivery, policy: policy, now: now, on: db)
         // The same snapshot as GET /billing/access (plan, capabilities, balances, enforcement).
         guard
-            let snapshot = try AccessRoute.loadWithQuota(
-                userId: userId, now: now, cadence: context.catalog.cadence(of:),
-                context: context, on: db)
+            let snapshot = try access.loadWithQuota(
+                userId: userId, now: now, cadence: appStore.catalog.cadence(of:), on: db)
         else {
             throw APIError.unavailable()
         }

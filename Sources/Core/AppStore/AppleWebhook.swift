@@ -16,24 +16,27 @@
 /// (nothing to re-run). Apple-signed data that is no notification (a transaction or renewal
 /// info) is 400 `not_a_notification`, never stored. JWS segments are canonical base64url
 /// only, so one signed payload has one spelling (SPEC §19).
-enum AppleWebhook {
-    static func handle(_ request: HTTPRequest, _ context: some AppStoreRouteContext) throws -> HTTPResponse {
-        guard let verifier = context.appleVerifier else {
+struct AppleWebhook: Sendable {
+    let appStore: AppStoreRouteSettings
+    let metrics: BillingMetrics
+
+    func handle(_ request: HTTPRequest, _ context: some DatabaseRequestContext) throws -> HTTPResponse {
+        guard let verifier = appStore.verifier else {
             throw APIError.notConfigured("App Store notifications are not configured (apple.trustedRootsFiles, apple.bundleId)")
         }
         let db = try context.requireDatabase()
         let now = context.clock.now()
         let signedPayload: String
         do {
-            signedPayload = try self.signedPayload(body: request.body)
+            signedPayload = try Self.signedPayload(body: request.body)
         } catch {
             throw refused(error, quarantined: nil, context)
         }
         let delivery: AppleDelivery
         do {
             delivery = try AppleDelivery.notification(
-                signedPayload: signedPayload, verifier: verifier, catalog: context.catalog.products,
-                idPattern: context.idPattern, now: now)
+                signedPayload: signedPayload, verifier: verifier, catalog: appStore.catalog.products,
+                idPattern: appStore.idPattern, now: now)
         } catch let error as AppleVerificationError where error.isSettingMismatch && error.notificationType != "TEST" {
             // Signed by Apple, refused by one of our settings: kept for a re-run once it is
             // fixed (a TEST notification has nothing to re-run: refused, not stored).
@@ -45,9 +48,9 @@ enum AppleWebhook {
             // Does not verify (or verified data that can never apply): refused, never stored.
             throw refused(error, quarantined: nil, context)
         }
-        let outcome = try AppleIngestion.ingest(delivery, policy: context.bindingPolicy, now: now, on: db)
+        let outcome = try AppleIngestion.ingest(delivery, policy: appStore.bindingPolicy, now: now, on: db)
         let result = EventIngestion.metricsOutcome(outcome)
-        context.metrics.webhook(.apple, result)
+        metrics.webhook(.apple, result)
         context.outcome = result.rawValue
         context.logger.info(
             "webhook ingested",
@@ -90,15 +93,15 @@ enum AppleWebhook {
     /// Logs and counts a refusal (`quarantined`: its quarantine row, nil when none was
     /// written) and returns the error to answer: 422 with the reason for a verification
     /// error, else the error itself (400, 413).
-    private static func refused(_ error: any Error, quarantined: UInt64?, _ context: some AppStoreRouteContext) -> any Error {
-        let reason = verificationError(error).reason
+    private func refused(_ error: any Error, quarantined: UInt64?, _ context: some DatabaseRequestContext) -> any Error {
+        let reason = Self.verificationError(error).reason
         context.logger.warning(
             "webhook refused",
             [
                 "webhook.provider": "apple", "webhook.reason": .string(reason.rawValue),
                 "quarantine.id": quarantined.map { .int(Int64($0)) } ?? .null,
             ])
-        context.metrics.webhook(.apple, quarantined == nil ? .rejected : .quarantined)
+        metrics.webhook(.apple, quarantined == nil ? .rejected : .quarantined)
         context.outcome = quarantined == nil ? "rejected" : "quarantined"
         if let error = error as? AppleVerificationError, error.reason == .notANotification {
             return APIError.badRequest("the signed payload is not a notification", code: reason.rawValue)

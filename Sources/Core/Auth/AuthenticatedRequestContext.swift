@@ -4,3 +4,6 @@
 protocol AuthenticatedRequestContext: RequestContextProtocol {
     func authenticatedUser(_ request: HTTPRequest) throws -> String
 }
+
+/// The request context of a route serving a signed-in user from the database.
+typealias UserRequestContext = AuthenticatedRequestContext & DatabaseRequestContext

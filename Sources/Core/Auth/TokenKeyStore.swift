@@ -5,7 +5,7 @@ import Synchronization
 /// URL, a file, or both:
 ///
 /// - `auth.keysUrl`: fetched over HTTPS and kept as long as the answer's `Cache-Control:
-///   max-age` says. A background thread (`startRefreshing`) fetches again when four fifths
+///   max-age` says. A background service (`refresher()`) fetches again when four fifths
 ///   of that time have passed, so the set is renewed before it lapses; a token naming a `kid`
 ///   the set does not hold fetches at once (at most once per `minRefreshSeconds`: an
 ///   unknown `kid` from a client must not turn into a fetch per request). A fetch that fails
@@ -113,7 +113,7 @@ final class TokenKeyStore: Sendable {
     }
 
     /// Keys from `issuer`'s URL, seeded by `path` when given (a file that cannot be read is
-    /// then a start-up error too). Nothing is fetched here: `startRefreshing` or the first
+    /// then a start-up error too). Nothing is fetched here: `refresher()` or the first
     /// token does it, so a process that verifies no token never calls the issuer.
     init(path: String?, issuer: Issuer?, clock: any BillingClock = SystemClock(), logger: Logger? = nil) throws(ConfigurationError) {
         self.path = path
@@ -204,16 +204,12 @@ final class TokenKeyStore: Sendable {
         return fetchIfAllowed(nowMilliseconds: nowMilliseconds, minimumIntervalSeconds: 0)
     }
 
-    /// Starts the thread that keeps the issuer's keys fresh (a worker process calls it once
-    /// at start; it wakes four times a second and fetches only when due). False when there
-    /// is no URL or the thread could not start.
-    func startRefreshing() -> Bool {
-        guard issuer != nil else { return false }
-        return PosixThread.detach { [self] in
-            while true {
-                refreshIfDue()
-                usleep(250_000)
-            }
+    /// The service that keeps the issuer's keys fresh (a worker process runs it: it wakes
+    /// four times a second and fetches only when due); nil without an issuer's URL.
+    func refresher() -> PeriodicService? {
+        guard issuer != nil else { return nil }
+        return PeriodicService(name: "token key refresher", intervalMilliseconds: 250) { [self] in
+            { _ in self.refreshIfDue() }
         }
     }
 

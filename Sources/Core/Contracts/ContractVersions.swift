@@ -87,7 +87,7 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
     /// one in force; publishing validates, takes effect at `effectiveAt` (default now, never
     /// in the past) and is audited.
     mutating func registerVersionedContractMethods<Contract: VersionedContract>(
-        _ name: String, what: String, versions: @escaping @Sendable (Context) -> ContractVersions<Contract>
+        _ name: String, what: String, versions catalog: ContractVersions<Contract>
     ) {
         register(
             "\(name).list", summary: "Every published \(what), oldest first, and the version in force now",
@@ -95,7 +95,6 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
         ) { request, context in
             try request.params.expectOnly()
             let db = try context.requireDatabase()
-            let catalog = versions(context)
             catalog.invalidate()
             let all = try catalog.versions(on: db)
             let now = context.clock.now()
@@ -133,7 +132,7 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
             guard effectiveAt >= now.adding(seconds: -1) else {
                 throw RPCError.invalidParams("effectiveAt must not be in the past: what is in force stays as it was")
             }
-            let version = try versions(context).publish(
+            let version = try catalog.publish(
                 contract, effectiveAt: effectiveAt, actor: actor, now: now,
                 on: try context.requireDatabase())
             return ["version": .int(Int64(version)), "effectiveAt": .string(effectiveAt.iso8601)]

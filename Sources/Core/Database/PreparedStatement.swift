@@ -105,9 +105,8 @@ final class PreparedStatement {
         }
         func storeBytes<C: Collection<UInt8>>(_ bytes: C, type: enum_field_types, at index: Int) {
             let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(bytes.count, 1), alignment: 1)
-            // One memcpy from contiguous storage (native strings, arrays); copying a
-            // String.UTF8View through its iterator cost ~70 instructions a byte (~40k for
-            // an ingested event's payload).
+            // One memcpy from contiguous storage (native strings, arrays): a payload is
+            // kilobytes, and the view's iterator would copy it a byte at a time.
             let copied: Void? = bytes.withContiguousStorageIfAvailable { source in
                 if let base = source.baseAddress { buffer.copyMemory(from: base, byteCount: source.count) }
             }

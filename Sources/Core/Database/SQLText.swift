@@ -4,11 +4,10 @@ import Glibc
 /// cache is keyed by, so that running a cached statement costs one pass over its bytes.
 ///
 /// Every run of a statement builds its text again (string interpolation has no other way) and
-/// looks it up in the connection's cache. As a `String`, each of its literal pieces was a
-/// `String.append` (~360 instructions: grapheme and capacity checks) and each lookup a SipHash
-/// of the whole text: together ~70k instructions of an ingested event's seven statements.
-/// Here a piece is a `memcpy` and the hash reads eight bytes at a time; the text is only
-/// decoded to a `String` to prepare it (a cache miss) or to describe an error.
+/// looks it up in the connection's cache, so both are on every query's path: a piece is a
+/// `memcpy` (no grapheme or capacity checks of `String.append`) and the hash reads eight
+/// bytes at a time (not a SipHash of the text); the text is only decoded to a `String` to
+/// prepare it (a cache miss) or to describe an error.
 struct SQLText: Sendable, Hashable {
     private(set) var bytes: [UInt8]
 

@@ -1,12 +1,7 @@
-/// What the `events.*` methods need of their context.
-protocol EventRPCContext: RPCContextProtocol {
-    var idPattern: UserIdPattern { get }
-}
-
-extension RPCMethodRegistry where Context: EventRPCContext {
+extension RPCMethodRegistry where Context: RPCContextProtocol {
     /// `events.list`, `events.reproject`, `events.retryQuarantined`. `replayers` maps a
     /// quarantine provider to its replay function (each provider feature adds its own).
-    mutating func registerEventMethods(replayers: QuarantineReplayers) {
+    mutating func registerEventMethods(idPattern: UserIdPattern, replayers: QuarantineReplayers) {
         register(
             "events.list", summary: "Inbox events newest first, without payloads (page with nextCursor)",
             params:
@@ -31,7 +26,7 @@ extension RPCMethodRegistry where Context: EventRPCContext {
             params: "{userId, actor}"
         ) { request, context in
             try request.params.expectOnly("userId", "actor")
-            let userId = try request.params.requireLiveUserId(pattern: context.idPattern, on: try context.requireDatabase())
+            let userId = try request.params.requireLiveUserId(pattern: idPattern, on: try context.requireDatabase())
             let actor = try request.params.requireActor()
             let outcome = try EventAdmin.reproject(userId: userId, actor: actor, now: context.clock.now(), on: try context.requireDatabase())
             return [

@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// Where and how a worker process serves.
 struct FastCGIServerOptions: Sendable, Equatable {
@@ -45,42 +46,49 @@ struct FastCGIServerOptions: Sendable, Equatable {
     }
 }
 
-/// The whole life of a `billing-fcgi` process, so `main.swift` only parses arguments and wires.
-enum FastCGIServer {
-    /// Listens, then runs the pool under the process skeleton (`ProcessLifecycle`): USR1/HUP
-    /// call `reopenLogs`; TERM/INT/QUIT stop accepting, let in-flight requests finish, join
-    /// the threads, close and unlink the socket. Returns the exit status: 0 after a graceful
-    /// stop, 1 when start-up failed or a thread could not serve. Call it before starting any
-    /// other thread.
-    static func run<Context>(
+/// The request-serving service of a `billing-fcgi` process: its listening socket and the
+/// pool of threads accepting on it. `start` listens (or takes systemd's socket) and starts
+/// the pool; `stop` stops accepting, lets in-flight requests finish, joins the threads,
+/// closes and unlinks the socket.
+final class FastCGIServer<Context: RequestContextProtocol>: ProcessLifecycle.Service, Sendable {
+    let options: FastCGIServerOptions
+    private let makePool: @Sendable (FastCGIListener) -> FastCGIWorkerPool<Context>
+    private let running = Mutex<(listener: FastCGIListener, pool: FastCGIWorkerPool<Context>)?>(nil)
+
+    init(
         options: FastCGIServerOptions, router: Router<Context>, logger: Logger = .standardError,
-        reopenLogs: () -> Void = {}, reload: () -> Void = {}, metrics: WorkerMetrics? = nil,
-        accessLog: Logger? = nil,
+        metrics: WorkerMetrics? = nil, accessLog: Logger? = nil,
         makeContext: @escaping FastCGIWorkerPool<Context>.ContextFactory
-    ) -> Int32 {
-        ProcessSignals.blockHandledSignals()
-        let listener: FastCGIListener
-        do {
-            listener = try options.openListener()
-        } catch {
-            logger.log(.critical, "cannot listen", ["socket.path": .string(options.socketPath), "error.message": .string(error.description)])
-            return 1
+    ) {
+        self.options = options
+        self.makePool = { listener in
+            FastCGIWorkerPool(
+                listener: listener, configuration: options.pool, router: router,
+                logger: logger, metrics: metrics, accessLog: accessLog, makeContext: makeContext)
         }
-        defer { listener.close() }
-        let pool = FastCGIWorkerPool(
-            listener: listener, configuration: options.pool, router: router,
-            logger: logger, metrics: metrics, accessLog: accessLog, makeContext: makeContext)
-        let status = ProcessLifecycle.run(pool, logger: logger, reopenLogs: reopenLogs, reload: reload) {
-            logger.info(
-                "worker started",
-                [
-                    "socket.path": .string(options.socketPath), "worker.threads": .int(Int64(options.pool.threads)),
-                    "socket.activated": .bool(listener.isInherited), "process.id": .int(Int64(getpid())),
-                ])
-        }
-        guard status == 0 else { return status }
-        let failed = pool.hasFailed
-        logger.log(failed ? .error : .info, "worker stopped", ["worker.requests": .int(Int64(pool.requestsServed))])
-        return failed ? 1 : 0
     }
+
+    func start() throws {
+        let listener = try options.openListener()
+        let pool = makePool(listener)
+        do {
+            try pool.start()
+        } catch {
+            listener.close()
+            throw error
+        }
+        running.withLock { $0 = (listener, pool) }
+    }
+
+    func stop() {
+        guard let (listener, pool) = running.withLock({ $0 }) else { return }
+        pool.stop()
+        listener.close()
+    }
+
+    /// Whether the socket came from systemd (false before `start`).
+    var isSocketActivated: Bool { running.withLock { $0?.listener.isInherited } ?? false }
+    /// True when a thread could not serve (its context factory threw).
+    var hasFailed: Bool { running.withLock { $0?.pool.hasFailed } ?? false }
+    var requestsServed: Int { running.withLock { $0?.pool.requestsServed } ?? 0 }
 }

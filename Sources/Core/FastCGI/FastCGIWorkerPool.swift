@@ -28,6 +28,7 @@ final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, Proces
     let metrics: WorkerMetrics?
     /// Receives one `request` line per answered request (nil: no access log).
     private let accessLog: Logger?
+    private let flusher: PeriodicService?
 
     /// `requestStop` is called from a worker thread when the process should stop on its
     /// own (recycle, or a context that could not be built); by default it sends SIGTERM to
@@ -48,23 +49,21 @@ final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, Proces
         self.makeContext = makeContext
         self.metrics = metrics
         self.accessLog = accessLog
+        // The access lines wait in the sink's buffer at most 100 ms, even when idle.
+        self.flusher = accessLog.map { log in
+            PeriodicService(name: "access log flusher", intervalMilliseconds: Int64(LogSink.bufferedMillisecondsLimit)) {
+                { _ in log.sink.flush() }
+            }
+        }
     }
 
     /// True when a thread could not start serving (its context factory threw).
     var hasFailed: Bool { failed.load(ordering: .acquiring) }
     var requestsServed: Int { served.load(ordering: .relaxed) }
 
-    /// Starts the threads. Block the handled signals first (`ProcessSignals`).
+    /// Starts the threads. Block the handled signals first (`ProcessLifecycle` does).
     func start() throws {
-        if let sink = accessLog?.sink {
-            // The access lines wait in the sink's buffer at most 100 ms, even when idle.
-            _ = PosixThread.detach { [self] in
-                while !stopping.load(ordering: .acquiring) {
-                    usleep(UInt32(LogSink.bufferedMillisecondsLimit * 1000))
-                    sink.flush()
-                }
-            }
-        }
+        try flusher?.start()
         for index in 0..<configuration.threads {
             switch PosixThread.start({ [self] in runThread(index: index) }) {
             case .success(let thread):
@@ -100,6 +99,7 @@ final class FastCGIWorkerPool<Context: RequestContextProtocol>: Sendable, Proces
             return list
         }
         for thread in started { thread.join() }
+        flusher?.stop()
         accessLog?.sink.flush()
     }
 

@@ -1,11 +1,6 @@
-/// What the `grandfather.*` methods need of their context.
-protocol GrandfatherRPCContext: RPCContextProtocol {
-    var idPattern: UserIdPattern { get }
-}
-
-extension RPCMethodRegistry where Context: GrandfatherRPCContext {
+extension RPCMethodRegistry where Context: RPCContextProtocol {
     /// `grandfather.applyCohort`, `grandfather.applyUsers`, `grandfather.audit`, `grandfather.revoke`.
-    mutating func registerGrandfatherMethods() {
+    mutating func registerGrandfatherMethods(idPattern: UserIdPattern) {
         register(
             "grandfather.applyCohort",
             summary:
@@ -64,7 +59,7 @@ extension RPCMethodRegistry where Context: GrandfatherRPCContext {
             }
             var userIds: [String] = []
             for (index, element) in elements.enumerated() {
-                guard let id = element.stringValue, context.idPattern.matches(id) else {
+                guard let id = element.stringValue, idPattern.matches(id) else {
                     throw RPCError.invalidParams("\"userIds[\(index)]\" must be a user id matching users.idPattern", field: "userIds[\(index)]")
                 }
                 userIds.append(id)

@@ -1,11 +1,6 @@
-/// What the `grants.*` methods need of their context.
-protocol GrantRPCContext: RPCContextProtocol {
-    var idPattern: UserIdPattern { get }
-}
-
-extension RPCMethodRegistry where Context: GrantRPCContext {
+extension RPCMethodRegistry where Context: RPCContextProtocol {
     /// `grants.create`, `grants.revoke`, `grants.list`.
-    mutating func registerGrantMethods() {
+    mutating func registerGrantMethods(idPattern: UserIdPattern) {
         register(
             "grants.create",
             summary:
@@ -16,7 +11,7 @@ extension RPCMethodRegistry where Context: GrantRPCContext {
             let p = request.params
             try p.expectOnly("userId", "tier", "startsAt", "expiresAt", "reason", "campaign", "idempotencyKey", "actor")
             let grantRequest = GrantRequest(
-                userId: try p.requireLiveUserId(pattern: context.idPattern, on: try context.requireDatabase()), tier: try p.requireTier(),
+                userId: try p.requireLiveUserId(pattern: idPattern, on: try context.requireDatabase()), tier: try p.requireTier(),
                 startsAt: try p.optionalTimestamp("startsAt"), expiresAt: try p.optionalTimestamp("expiresAt"),
                 reason: try p.requireNonEmptyString("reason", maxLength: 255),
                 campaign: try p.optionalString("campaign", maxLength: 64),
@@ -52,7 +47,7 @@ extension RPCMethodRegistry where Context: GrantRPCContext {
             params: "{userId}"
         ) { request, context in
             try request.params.expectOnly("userId")
-            let userId = try request.params.requireLiveUserId(pattern: context.idPattern, on: try context.requireDatabase())
+            let userId = try request.params.requireLiveUserId(pattern: idPattern, on: try context.requireDatabase())
             let now = context.clock.now()
             let grants = try GrantStore.list(userId: userId, on: try context.requireDatabase())
             return ["userId": .string(userId), "grants": .array(grants.map { $0.json(at: now) })]

@@ -1,7 +1,7 @@
 /// The FastCGI params of one request, in the order the web server sent them (nginx: its
 /// `fastcgi_param` lines, then the request headers as `HTTP_*`). A short list, looked up by
-/// name with a linear scan: cheaper than hashing every name into a dictionary and sorting
-/// it, which the profile of every request showed (docs/performance.md).
+/// name with a linear scan: for a few dozen names that is cheaper than hashing every name
+/// into a dictionary, and the order is kept.
 struct FastCGIParams: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
     private(set) var pairs: [(name: String, value: String)]
 

@@ -54,8 +54,8 @@ extension HTTPRequest {
     /// `X_REQUEST_ID` → `x-request-id`. CGI folded `-` into `_`, so the original spelling
     /// is lost; lookups are case-insensitive anyway.
     static func headerName(fromParam param: Substring) -> String {
-        // Byte by byte: CGI names are ASCII (String.lowercased and a Character map cost a
-        // visible share of every request).
+        // Byte by byte: CGI names are ASCII, and every header of every request passes here
+        // (no Unicode lower-casing or Character map).
         String(unsafeUninitializedCapacity: param.utf8.count) { buffer in
             var count = 0
             for byte in param.utf8 {

@@ -1,7 +1,8 @@
 /// What the HTTP layer needs of a request's context: the router and the FastCGI pool know
 /// this protocol and nothing else of the application. The application's context (one per
-/// worker thread, `App/BillingRequestContext`) conforms to it and to the small protocols
-/// each feature declares for what its routes use (hummingbird v2's request context).
+/// worker thread, `App/BillingRequestContext`) conforms to it and carries the request's own
+/// state; the routes hold what they need of the process (hummingbird v2's request context
+/// and controllers).
 ///
 /// Contexts are per thread and never shared, so they need no locking and are not `Sendable`.
 protocol RequestContextProtocol: AnyObject, SendableMetatype {

@@ -137,8 +137,8 @@ struct Router<Context: RequestContextProtocol>: Sendable {
         for (segment, part) in zip(pattern, path) {
             switch segment {
             case .literal(let literal):
-                // Byte for byte: a path is matched as sent (no Unicode equivalence), and
-                // String's == (normalizing comparison) was a visible share of every request.
+                // Byte for byte: a path is matched as sent (no Unicode equivalence), so
+                // String's normalizing == has nothing to add on every request's path.
                 guard part.utf8.elementsEqual(literal.utf8) else { return nil }
             case .parameter(let name):
                 guard !part.isEmpty else { return nil }

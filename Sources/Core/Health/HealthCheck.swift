@@ -3,16 +3,17 @@
 /// 200 `{"status":"ok","database":"ok",...}`, or 503 `{"status":"unavailable","database":"down",...}`
 /// so a load balancer or `scripts/` can wait for readiness. The probe's error text is not
 /// returned (it may name hosts or users).
-enum HealthCheck {
-    /// What the health route needs of its request context.
+struct HealthCheck: Sendable {
+    /// What the health route needs of its request context: the thread's own state.
     protocol Context: RequestContextProtocol {
         var clock: any BillingClock { get }
         /// Checks the thread's database (one statement); nil when the worker runs without one.
         var databaseProbe: (() throws -> Void)? { get }
-        var metrics: BillingMetrics { get }
     }
 
-    static func handle(_ request: HTTPRequest, _ context: some Context) -> HTTPResponse {
+    let metrics: BillingMetrics
+
+    func handle(_ request: HTTPRequest, _ context: some Context) -> HTTPResponse {
         let started = monotonicMilliseconds()
         let database: String
         var healthy = true
@@ -21,7 +22,7 @@ enum HealthCheck {
                 try probe()
                 database = "ok"
             } catch {
-                context.metrics.databaseError(from: error)
+                metrics.databaseError(from: error)
                 database = "down"
                 healthy = false
             }

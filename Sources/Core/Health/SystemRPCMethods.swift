@@ -1,18 +1,16 @@
 import Glibc
 
-/// What the `system.*` methods need of their context.
+/// What the `system.*` methods need of their context: the connection's own state.
 protocol SystemRPCContext: RPCContextProtocol {
-    var server: RPCServerInfo { get }
-    /// `{status: ok|down}` from a probe of the database; quick, never throws.
+    /// `{status: ok|down}` from a probe of the connection's database; quick, never throws.
     var databaseStatus: () -> JSON { get }
-    /// Where the FastCGI workers publish their metrics snapshots.
-    var metricsDirectory: MetricsDirectory { get }
 }
 
 extension RPCMethodRegistry where Context: SystemRPCContext {
     /// `system.health` and `system.listMethods`: what the CLI and monitoring need from a
-    /// daemon that has no other feature yet.
-    mutating func registerSystemMethods() {
+    /// daemon that has no other feature yet. `metricsDirectory`: where the FastCGI workers
+    /// publish their metrics snapshots (nil: none listed).
+    mutating func registerSystemMethods(server: RPCServerInfo = RPCServerInfo(), metricsDirectory: MetricsDirectory? = nil) {
         register(
             "system.health",
             summary:
@@ -20,17 +18,17 @@ extension RPCMethodRegistry where Context: SystemRPCContext {
             params: "none"
         ) { request, context in
             try request.params.expectOnly()
-            let uptimeMilliseconds = monotonicMilliseconds() - context.server.startedAtMonotonicMilliseconds
+            let uptimeMilliseconds = monotonicMilliseconds() - server.startedAtMonotonicMilliseconds
             return [
                 "status": "ok",
                 "pid": .int(Int64(getpid())),
                 "uptimeSeconds": .int(uptimeMilliseconds / 1000),
-                "version": .string(context.server.version),
-                "startedAt": .string(context.server.startedAt.iso8601),
+                "version": .string(server.version),
+                "startedAt": .string(server.startedAt.iso8601),
                 "serverTime": .string(context.clock.now().iso8601),
                 "database": context.databaseStatus(),
                 "workers": .array(
-                    context.metricsDirectory.readAll(now: context.clock.now()).sorted { $0.worker < $1.worker }.map {
+                    (metricsDirectory?.readAll(now: context.clock.now()) ?? []).sorted { $0.worker < $1.worker }.map {
                         $0.summary(now: context.clock.now())
                     }),
             ]

@@ -12,7 +12,7 @@ extension JSON {
     /// document is not an object or has no such member), dumped by jansson from the tree
     /// it parsed: the same bytes as `serialized()` of that member, without building a
     /// jansson tree from the Swift value again. The RevenueCat webhook stores its `event`
-    /// so (the rebuild was ~48k instructions of an ingested event).
+    /// so: the payload is the largest thing a webhook handles.
     static func parse(
         _ bytes: some Collection<UInt8>, limits: JSONLimits = .default,
         serializingMember key: String

@@ -1,6 +1,7 @@
 /// What the inbox stores of a delivery (`billing_events.payload`): a JSON value, serialized
 /// when the row is written, or the text the request's parser already serialized from its own
-/// tree (`JSON.parse(_:limits:serializingMember:)`: the same bytes, one rebuild fewer).
+/// tree (`JSON.parse(_:limits:serializingMember:)`: the same bytes, without building a
+/// second jansson tree from the Swift value).
 enum StoredPayload: Sendable, ExpressibleByDictionaryLiteral {
     case value(JSON)
     case text([UInt8])

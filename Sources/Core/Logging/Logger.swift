@@ -15,9 +15,8 @@ enum LogLevel: String, Sendable, Comparable, CaseIterable {
 /// instead, and go out together in one `write(2)`: once `bufferedBytesLimit` bytes gather,
 /// once `bufferedMillisecondsLimit` has passed since the oldest of them, before any other
 /// line (so the file keeps the order lines were given in), before a reopen, and on `flush()`,
-/// which the worker pool calls every 100 ms and when it stops. A write per request was a
-/// system call on every request's path (docs/performance.md); nginx's own access log
-/// buffers the same way. A request's own info lines (`webhook ingested`) are batched with
+/// which the worker pool calls every 100 ms and when it stops, so no system call is on a
+/// request's path; nginx's own access log buffers the same way. A request's own info lines (`webhook ingested`) are batched with
 /// them (`Logger.batchingRoutineLines`). What a kill -9 can lose: the last 100 ms of those
 /// lines, never a notice, warning or error, nor a line outside a request.
 final class LogSink: Sendable {
@@ -138,8 +137,8 @@ struct Logger: Sendable {
 
     /// This logger, with its info and debug lines batched like the access lines
     /// (`LogSink.buffer`): for a request's own lines (`webhook ingested`) in a worker, whose
-    /// pool flushes the sink every 100 ms and when it stops. Each was a `write(2)` (and the
-    /// pending access lines' one) on the request's path. Lines of notice and above still go
+    /// pool flushes the sink every 100 ms and when it stops, so they cost the request no
+    /// `write(2)`. Lines of notice and above still go
     /// out at once, after whatever is buffered, so the file keeps the order lines were given in.
     func batchingRoutineLines() -> Logger {
         var copy = self

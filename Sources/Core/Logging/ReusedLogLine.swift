@@ -3,8 +3,8 @@ import CJansson
 /// One log line whose keys never change, kept by one thread and emitted again and again:
 /// the jansson object is built once (`ts`, `level`, `msg`, the logger's metadata, then the
 /// line's own keys) and each emission only replaces the values in place before one dump.
-/// The per-request access log line is a third of a cheap request's instructions when built
-/// from scratch each time (docs/performance.md); the line written is the same. Lines go
+/// Built from scratch, the per-request access line would weigh as much as a cheap request's
+/// own work (docs/performance.md); the line written is the same. Lines go
 /// through the sink's buffer (`LogSink.buffer`): the caller flushes it.
 ///
 /// Not Sendable: one per thread (the worker pool makes one per worker thread).

@@ -78,15 +78,16 @@ struct MetricsDirectory: Sendable {
     }
 }
 
-/// A background thread of a worker process publishing its snapshot every `interval`, and
-/// removing it on a graceful stop.
-final class MetricsPublisher: Sendable {
+/// A worker's metrics publisher: its snapshot published at start and then every
+/// `interval` (a `PeriodicService`), and removed on a graceful stop.
+final class MetricsPublisher: ProcessLifecycle.Service, Sendable {
     private let metrics: WorkerMetrics
     private let directory: MetricsDirectory
     private let clock: any BillingClock
-    private let intervalMicroseconds: UInt32
-    /// Serializes the publish of the background thread with `stop()`'s removal, so a
-    /// stopped worker never leaves its file behind. Taken once a second, never by requests.
+    private let periodic = Mutex<PeriodicService?>(nil)
+    private let intervalMilliseconds: Int64
+    /// Serializes a publish with `stop()`'s removal, so a stopped worker never leaves its
+    /// file behind. Taken once a second, never by requests.
     private let stopped = Mutex<Bool>(false)
 
     init(
@@ -96,19 +97,19 @@ final class MetricsPublisher: Sendable {
         self.metrics = metrics
         self.directory = directory
         self.clock = clock
-        self.intervalMicroseconds = UInt32(max(10, intervalMilliseconds) * 1000)
+        self.intervalMilliseconds = Int64(max(10, intervalMilliseconds))
     }
 
-    /// Publishes once at once, then every interval on a detached thread.
-    func start() -> Bool {
+    /// Publishes at once (the file is there before the worker accepts), then every interval
+    /// on a thread of its own.
+    func start() throws {
         directory.create()
         publishOnce()
-        return PosixThread.detach { [self] in
-            while true {
-                usleep(intervalMicroseconds)
-                guard publishOnce() else { return }
-            }
+        let service = PeriodicService(name: "metrics publisher", intervalMilliseconds: intervalMilliseconds) { [self] in
+            { _ in self.publishOnce() }
         }
+        try service.start()
+        periodic.withLock { $0 = service }
     }
 
     /// Publishes now unless stopped; false once stopped.
@@ -122,6 +123,7 @@ final class MetricsPublisher: Sendable {
     }
 
     func stop() {
+        periodic.withLock { $0 }?.stop()
         stopped.withLock { stopped in
             stopped = true
             directory.remove(worker: metrics.worker)

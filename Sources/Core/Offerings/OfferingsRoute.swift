@@ -4,14 +4,12 @@
 /// cadence, intro offer, and whether he may still take an intro offer in its subscription
 /// group), and the contract version. The stage, the trial history and the switch are read
 /// in one transaction, so they are one consistent state.
-enum OfferingsRoute {
-    protocol Context: AuthenticatedRequestContext, DatabaseRequestContext {
-        var offerings: OfferingCatalog { get }
-        var catalog: ProductCatalog { get }
-        var tiers: TierResolver { get }
-    }
+struct OfferingsRoute: Sendable {
+    let offerings: OfferingCatalog
+    let catalog: ProductCatalog
+    let tiers: TierResolver
 
-    static func handle(_ request: HTTPRequest, _ context: some Context) throws -> HTTPResponse {
+    func handle(_ request: HTTPRequest, _ context: some UserRequestContext) throws -> HTTPResponse {
         let userId = try context.authenticatedUser(request)
         guard let placement = request.queryValue("placement"), !placement.isEmpty else {
             throw APIError.badRequest("the query parameter \"placement\" is required")
@@ -21,7 +19,7 @@ enum OfferingsRoute {
         }
         let db = try context.requireDatabase()
         let now = context.clock.now()
-        let published = OfferingCatalog.version(in: try context.offerings.versions(on: db), at: now)
+        let published = OfferingCatalog.version(in: try offerings.versions(on: db), at: now)
         let contract = published.contract
         guard contract.placements[placement] != nil else {
             throw APIError(.notFound, code: "unknown_placement", message: "no placement \"\(placement)\" in offerings version \(published.version)")
@@ -40,8 +38,8 @@ enum OfferingsRoute {
         let offering = contract.offerings[decision.offering]
         let products: [JSON] = (offering?.products ?? []).map { product in
             var entry = product.json.objectValue ?? [:]
-            entry["tier"] = context.tiers.tier(entitlementIds: [], productId: product.productId).map { .string($0.rawValue) } ?? .null
-            entry["cadence"] = context.catalog.cadence(of: product.productId).map { .string($0.rawValue) } ?? .null
+            entry["tier"] = tiers.tier(entitlementIds: [], productId: product.productId).map { .string($0.rawValue) } ?? .null
+            entry["cadence"] = catalog.cadence(of: product.productId).map { .string($0.rawValue) } ?? .null
             if entry["introOffer"] == nil { entry["introOffer"] = .null }
             entry["trialEligible"] = .bool(OfferingLadder.trialEligible(contract, productId: product.productId, introHistory: history))
             entry["subscriptionGroup"] = .string(contract.subscriptionGroup(of: product.productId))

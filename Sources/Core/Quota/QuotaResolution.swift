@@ -105,7 +105,7 @@ enum QuotaResolution {
         // whatever another source in force adds.
         var capabilities: [String] = []
         // A plan names a dozen capabilities: a linear search of the list beats hashing each
-        // name into a set (which was a third of this function on every access request).
+        // name into a set, and this runs on every access request.
         let capabilityTiers = inForce.sorted { $0.tier > $1.tier }.flatMap { source -> [PlanContract.PlanTier] in
             source.isTrial ? [Source(tier: source.tier).planTier, .trial] : [source.planTier]
         }

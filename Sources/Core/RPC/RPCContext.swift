@@ -1,8 +1,8 @@
 /// What the JSON-RPC layer needs of a call's context: the clock, who is calling, the
 /// connection's database and the registry (for introspection such as
 /// `system.listMethods`). The application's context (`App/AdminRPCContext`, one per
-/// connection, built on that connection's thread) conforms to it and to the small protocol
-/// each feature's methods declare for what they use.
+/// connection, built on that connection's thread) conforms to it; what the methods need of
+/// the process they are registered with.
 protocol RPCContextProtocol: SendableMetatype {
     var clock: any BillingClock { get }
     /// The process on the other end of the socket (SO_PEERCRED), nil in tests.

@@ -14,12 +14,12 @@ struct RPCMethod<Context>: Sendable {
 }
 
 /// Method name → handler, generic over the application's context. Each feature registers
-/// its methods in its own `<Feature>RPCMethods.swift`, asking of the context only what its
-/// methods use (a protocol of its own); the application's table calls them all:
+/// its methods in its own `<Feature>RPCMethods.swift`, handed what they need of the process
+/// (the handlers capture it); the context gives the call's own state (clock, peer, the
+/// connection's database). The application's table calls them all:
 /// ```swift
-/// protocol GrantRPCContext: RPCContextProtocol { var idPattern: UserIdPattern { get } }
-/// extension RPCMethodRegistry where Context: GrantRPCContext {
-///     mutating func registerGrantMethods() {
+/// extension RPCMethodRegistry where Context: RPCContextProtocol {
+///     mutating func registerGrantMethods(idPattern: UserIdPattern) {
 ///         register("grants.create", summary: "Grant a tier to a user",
 ///                  params: "{userId, tier, expiresAt?, reason, actor}") { request, context in ... }
 ///     }

@@ -1,13 +1,7 @@
-/// What the `subscriptions.reconcile*` methods need of their context.
-protocol ReconcileRPCContext: RPCContextProtocol {
-    var idPattern: UserIdPattern { get }
-    /// nil when neither `apple.serverApi` nor `revenuecat.apiKey` is configured.
-    var reconcile: ReconcileService? { get }
-}
-
-extension RPCMethodRegistry where Context: ReconcileRPCContext {
+extension RPCMethodRegistry where Context: RPCContextProtocol {
     /// `subscriptions.reconcile`, `subscriptions.reconcileStatus`.
-    mutating func registerReconcileMethods() {
+    /// `reconcile`: nil when neither `apple.serverApi` nor `revenuecat.apiKey` is configured.
+    mutating func registerReconcileMethods(idPattern: UserIdPattern, reconcile: ReconcileService?) {
         register(
             "subscriptions.reconcile",
             summary:
@@ -20,7 +14,7 @@ extension RPCMethodRegistry where Context: ReconcileRPCContext {
             let userId =
                 try p.optionalValue("userId") == nil
                 ? nil
-                : try p.requireLiveUserId(pattern: context.idPattern, on: try context.requireDatabase())
+                : try p.requireLiveUserId(pattern: idPattern, on: try context.requireDatabase())
             // Apple's ids are digits: a CLI that parses `--originalTransactionId 2000…` as JSON
             // sends a number, which names the same transaction.
             let originalTransactionId =
@@ -29,7 +23,7 @@ extension RPCMethodRegistry where Context: ReconcileRPCContext {
             guard (userId == nil) != (originalTransactionId == nil) else {
                 throw RPCError.invalidParams("give exactly one of \"userId\" and \"originalTransactionId\"")
             }
-            guard let service = context.reconcile else {
+            guard let service = reconcile else {
                 throw BillingError(
                     .conflict, "no store API is configured (apple.serverApi, revenuecat.apiKey)",
                     data: ["reason": "not_configured"])
@@ -80,7 +74,7 @@ extension RPCMethodRegistry where Context: ReconcileRPCContext {
             params: "{}"
         ) { request, context in
             try request.params.expectOnly()
-            guard let service = context.reconcile else { return ["configured": false] }
+            guard let service = reconcile else { return ["configured": false] }
             let db = try context.requireDatabase()
             let now = context.clock.now()
             func schedule(_ provider: ReconcileProvider?) throws -> JSON {

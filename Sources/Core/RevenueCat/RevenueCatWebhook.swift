@@ -5,18 +5,14 @@
 /// parsing. Unset secret → 501; mismatch → 401 with nothing written. The 200 is sent only
 /// after the inbox row and its projection committed; a database outage is a 503, which
 /// RevenueCat retries.
-enum RevenueCatWebhook {
-    /// What the webhook needs of its request context.
-    protocol Context: DatabaseRequestContext {
-        var revenuecat: BillingConfiguration.RevenueCat { get }
-        var maxBodyBytes: Int { get }
-        var tiers: TierResolver { get }
-        var idPattern: UserIdPattern { get }
-        var metrics: BillingMetrics { get }
-    }
+struct RevenueCatWebhook: Sendable {
+    let settings: BillingConfiguration.RevenueCat
+    let maxBodyBytes: Int
+    let tiers: TierResolver
+    let idPattern: UserIdPattern
+    let metrics: BillingMetrics
 
-    static func handle(_ request: HTTPRequest, _ context: some Context) throws -> HTTPResponse {
-        let settings = context.revenuecat
+    func handle(_ request: HTTPRequest, _ context: some DatabaseRequestContext) throws -> HTTPResponse {
         guard let secret = settings.webhookSecret, !secret.isEmpty else {
             throw APIError.notConfigured("the RevenueCat webhook is not configured (revenuecat.webhookSecret)")
         }
@@ -26,23 +22,23 @@ enum RevenueCatWebhook {
         let previous = settings.previousWebhookSecret.map { !$0.isEmpty && constantTimeEquals(presented, $0) } ?? false
         guard current || previous else {
             context.logger.warning("webhook refused", ["webhook.provider": "revenuecat", "webhook.reason": "bad_secret"])
-            context.metrics.webhook(.revenuecat, .rejected)
+            metrics.webhook(.revenuecat, .rejected)
             throw APIError.unauthorized("the Authorization header does not match the configured webhook secret", code: "bad_secret")
         }
 
         let delivery: RevenueCatDelivery
         do {
-            let body = try request.jsonBody(limits: JSONLimits(maxBytes: context.maxBodyBytes, maxDepth: 32), serializingMember: "event")
-            delivery = try RevenueCatDelivery.decode(body.value, tiers: context.tiers, idPattern: context.idPattern, eventText: body.member)
+            let body = try request.jsonBody(limits: JSONLimits(maxBytes: maxBodyBytes, maxDepth: 32), serializingMember: "event")
+            delivery = try RevenueCatDelivery.decode(body.value, tiers: tiers, idPattern: idPattern, eventText: body.member)
         } catch {
-            context.metrics.webhook(.revenuecat, .rejected)
+            metrics.webhook(.revenuecat, .rejected)
             throw error
         }
         let outcome = try EventIngestion.deliver(
             EventIngestion.Delivery(event: delivery.event, payload: delivery.payload, candidates: delivery.userCandidates),
             now: context.clock.now(), on: try context.requireDatabase())
         let result = EventIngestion.metricsOutcome(outcome)
-        context.metrics.webhook(.revenuecat, result)
+        metrics.webhook(.revenuecat, result)
         context.outcome = result.rawValue
         context.logger.info(
             "webhook ingested",

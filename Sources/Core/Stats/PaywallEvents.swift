@@ -13,7 +13,7 @@ import Synchronization
 /// The row and the ladder step commit together.
 /// Rows are kept 30 days: each worker process purges expired rows itself, at most once per
 /// `purgeInterval`, in bounded batches, after answering a request (docs/stats.md).
-enum PaywallEvents {
+struct PaywallEvents: Sendable {
     static let types = ["view", "dismiss", "purchase"]
     static let results = ["done", "cancelled", "failed", "pending"]
     /// How often one process runs the opportunistic purge, and how many rows per run.
@@ -29,21 +29,19 @@ enum PaywallEvents {
         var environment: StoreEnvironment
     }
 
-    /// What the route needs of its request context.
-    protocol Context: AuthenticatedRequestContext, DatabaseRequestContext {
-        var paywallPurge: PurgeSchedule { get }
-        var offerings: OfferingCatalog { get }
-    }
+    let offerings: OfferingCatalog
+    /// When this process last purged expired paywall events.
+    let purgeSchedule: PurgeSchedule
 
-    static func handle(_ request: HTTPRequest, _ context: some Context) throws -> HTTPResponse {
+    func handle(_ request: HTTPRequest, _ context: some UserRequestContext) throws -> HTTPResponse {
         let userId = try context.authenticatedUser(request)
         let body = try request.jsonBody(limits: JSONLimits(maxBytes: 4096, maxDepth: 4))
-        let report = try decode(body)
+        let report = try Self.decode(body)
         let db = try context.requireDatabase()
         let now = context.clock.now()
-        let published = OfferingCatalog.version(in: try context.offerings.versions(on: db), at: now)
-        let (inserted, advanced) = try record(report, userId: userId, offerings: published, now: now, on: db)
-        if context.paywallPurge.isDue(now: now) { purge(now: now, on: db, logger: context.logger) }
+        let published = OfferingCatalog.version(in: try offerings.versions(on: db), at: now)
+        let (inserted, advanced) = try Self.record(report, userId: userId, offerings: published, now: now, on: db)
+        if purgeSchedule.isDue(now: now) { Self.purge(now: now, on: db, logger: context.logger) }
         var answer: JSONObject = ["recorded": true, "duplicate": .bool(!inserted)]
         if report.type == "dismiss" { answer["advanced"] = .bool(advanced) }
         return .json(inserted ? .created : .ok, .object(answer))

@@ -1,13 +1,7 @@
-/// What the `stats.*` methods need of their context.
-protocol StatsRPCContext: RPCContextProtocol {
-    var catalog: ProductCatalog { get }
-    /// `reporting.currency`: the default currency of revenue and MRR.
-    var reportingCurrency: String { get }
-}
-
-extension RPCMethodRegistry where Context: StatsRPCContext {
+extension RPCMethodRegistry where Context: RPCContextProtocol {
     /// `stats.subscriptions` and `stats.purgePaywallEvents` (docs/stats.md).
-    mutating func registerStatsMethods() {
+    /// `reportingCurrency`: `reporting.currency`, the default currency of revenue and MRR.
+    mutating func registerStatsMethods(catalog: ProductCatalog, reportingCurrency: String) {
         register(
             "stats.subscriptions",
             summary: "Subscription analytics over [from, to): snapshots, counts vs the previous period, MRR, funnel, daily series, recent events",
@@ -18,7 +12,7 @@ extension RPCMethodRegistry where Context: StatsRPCContext {
             let from = try request.params.requireTimestamp("from")
             let to = try request.params.requireTimestamp("to")
             let environment = try request.params.requireEnvironment()
-            let currency = try request.params.optionalString("currency", maxLength: 3) ?? context.reportingCurrency
+            let currency = try request.params.optionalString("currency", maxLength: 3) ?? reportingCurrency
             guard currency.utf8.count == 3, currency.utf8.allSatisfy({ $0 >= 65 && $0 <= 90 }) else {
                 throw RPCError.invalidParams("\"currency\" must be an ISO 4217 code such as EUR")
             }
@@ -27,7 +21,7 @@ extension RPCMethodRegistry where Context: StatsRPCContext {
             do {
                 return try SubscriptionStats.compute(
                     SubscriptionStats.Query(from: from, to: to, environment: environment, currency: currency, timeZone: timeZone),
-                    now: context.clock.now(), cadence: context.catalog.cadence(of:), on: db)
+                    now: context.clock.now(), cadence: catalog.cadence(of:), on: db)
             } catch let error as SubscriptionStats.QueryError {
                 switch error {
                 case .emptyPeriod: throw RPCError.invalidParams("\"to\" must be after \"from\"")

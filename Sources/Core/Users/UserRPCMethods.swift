@@ -1,12 +1,6 @@
-/// What the `users.*` methods need of their context.
-protocol UserRPCContext: RPCContextProtocol {
-    var idPattern: UserIdPattern { get }
-    var bindingPolicy: BillingConfiguration.Binding.Policy { get }
-}
-
-extension RPCMethodRegistry where Context: UserRPCContext {
+extension RPCMethodRegistry where Context: RPCContextProtocol {
     /// `users.import` and `users.delete`.
-    mutating func registerUserMethods() {
+    mutating func registerUserMethods(idPattern: UserIdPattern, bindingPolicy: BillingConfiguration.Binding.Policy) {
         register(
             "users.import",
             summary: "Import users with their original sign-up time (idempotent; createdAt drives grandfather cohorts; waiting store events fold in)",
@@ -26,7 +20,7 @@ extension RPCMethodRegistry where Context: UserRPCContext {
                     try params.expectOnly("id", "createdAt")
                     users.append(
                         UserAdmin.ImportedUser(
-                            id: try params.requireUserId("id", pattern: context.idPattern),
+                            id: try params.requireUserId("id", pattern: idPattern),
                             createdAt: try params.requireTimestamp("createdAt")))
                 } catch let error as RPCError {
                     var nested = error
@@ -52,13 +46,13 @@ extension RPCMethodRegistry where Context: UserRPCContext {
             params: "{userId, actor, reason?}"
         ) { request, context in
             try request.params.expectOnly("userId", "actor", "reason")
-            let userId = try request.params.requireUserId(pattern: context.idPattern)
+            let userId = try request.params.requireUserId(pattern: idPattern)
             let actor = try request.params.requireActor()
             let reason = try request.params.optionalString("reason", maxLength: 255)
             let now = context.clock.now()
             let result = try UserAdmin.delete(
                 userId: userId, actor: actor, reason: reason, now: now,
-                policy: context.bindingPolicy, on: try context.requireDatabase())
+                policy: bindingPolicy, on: try context.requireDatabase())
             var removed = JSONObject()
             for table in result.removed.keys.sorted() { removed[table] = .int(Int64(result.removed[table]!)) }
             return [
