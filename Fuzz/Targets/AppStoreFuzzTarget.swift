@@ -106,7 +106,8 @@ extension FuzzTargets {
                     now: appleNow)
                 checkAppleDelivery(delivery, provider: .appleTransaction)
             } catch let error as AppleVerificationError {
-                checkOwnSignatureRefusal(error, payloads: [payload])
+                // A posted transaction, whatever its members say: no notification to name.
+                checkOwnSignatureRefusal(error, payloads: [payload], isNotification: false)
             } catch {
                 return
             }
@@ -132,8 +133,9 @@ extension FuzzTargets {
     }
 
     /// Data this target signed with the trusted chain is refused only for what it says.
-    private static func checkOwnSignatureRefusal(_ error: AppleVerificationError, payloads: [JSON]) {
-        if error.isSettingMismatch, let outer = payloads.first, outer["notificationType"]?.stringValue != nil,
+    /// `isNotification`: the outer payload was posted as a notification's `signedPayload`.
+    private static func checkOwnSignatureRefusal(_ error: AppleVerificationError, payloads: [JSON], isNotification: Bool = true) {
+        if isNotification, error.isSettingMismatch, let outer = payloads.first, outer["notificationType"]?.stringValue != nil,
             let uuid = outer["notificationUUID"]?.stringValue
         {
             // One quarantine row per notification (SPEC §19): a mismatch names the notification.

@@ -221,7 +221,7 @@ enum FuzzTargets {
         }
         return JSONRPCServerProtocol(registry: registry, limits: RPCLimits(maxMessageBytes: 1 << 16, maxBatchLength: 100, maxDepth: 32))
     }()
-    nonisolated(unsafe) private static let rpcContext = AdminRPCContext(clock: FixedClock(now), services: services)
+    nonisolated(unsafe) private static let rpcContext = AdminRPCContext(clock: FixedClock(now))
 
     /// `JSONRPCServerProtocol.handle`: every reply is valid JSON-RPC 2.0 (an object or a
     /// non-empty array of objects carrying `jsonrpc: "2.0"`), never a crash.
