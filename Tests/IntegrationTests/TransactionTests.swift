@@ -183,6 +183,39 @@ private struct BodyFailure: Error {}
         }
     }
 
+    @Test func beforeCommitStepsRunOncePerKeyInsideTheTransactionAndAFailingOneRollsItBack() throws {
+        try withTestConnection { db in
+            try db.execute("CREATE TABLE b (id INT PRIMARY KEY, note VARCHAR(32) NOT NULL) ENGINE=InnoDB")
+            #expect(throws: DatabaseError.self) { try db.beforeCommit(key: "k") { _ in } }
+            // Once per key, in the order first registered, inside the transaction, after the body.
+            try db.transaction { tx in
+                try tx.execute("INSERT INTO b VALUES (1, 'body')")
+                for n in 0..<3 {
+                    try tx.beforeCommit(key: "user u") { db in
+                        #expect(db.isInTransaction)
+                        let rows = try db.queryOne("SELECT COUNT(*) AS n FROM b")?.int("n") ?? -1
+                        try db.execute("INSERT INTO b VALUES (\(10 + n), \("seen \(rows)"))")
+                    }
+                }
+                try tx.beforeCommit(key: "user v") { db in try db.execute("INSERT INTO b VALUES (20, 'v')") }
+                try tx.execute("INSERT INTO b VALUES (2, 'body')")
+            }
+            let rows = try db.query("SELECT id, note FROM b ORDER BY id").map { (row) throws(DatabaseError) in
+                "\(try row.int("id")) \(try row.string("note"))"
+            }
+            #expect(rows == ["1 body", "2 body", "10 seen 2", "20 v"])
+            // A step that fails rolls back the whole transaction; the next one starts clean.
+            #expect(throws: DatabaseError.self) {
+                try db.transaction { tx in
+                    try tx.execute("INSERT INTO b VALUES (3, 'body')")
+                    try tx.beforeCommit(key: "user u") { db in try db.execute("INSERT INTO b VALUES (1, 'duplicate')") }
+                }
+            }
+            try db.transaction { tx in try tx.beforeCommit(key: "user u") { db in try db.execute("INSERT INTO b VALUES (4, 'again')") } }
+            #expect(try db.queryOne("SELECT GROUP_CONCAT(id ORDER BY id) AS ids FROM b")?.string("ids") == "1,2,4,10,20")
+        }
+    }
+
     @Test func lockWaitTimeoutIsRetriedABoundedNumberOfTimes() throws {
         try withTestDatabase { configuration, environment in
             var shortWait = configuration

@@ -49,6 +49,7 @@ extension AccessSnapshot {
             userId: userId, meter: meter, amount: amount, idempotencyKey: idempotencyKey, now: now,
             plans: plans, enforcement: enforcement, on: db
         ) { db in
+            try UserLock.lock(userId, now: now, on: db)
             guard let snapshot = try AccessSnapshot.load(userId: userId, now: now, cadence: { _ in nil }, on: db) else {
                 throw BillingError(.unavailable, "the user's access row is missing")
             }

@@ -36,6 +36,8 @@ enum BillingRPCMethods {
         registry.registerStatsMethods(catalog: services.catalog, reportingCurrency: configuration.reporting.currency)
         // subscriptions.reconcile, subscriptions.reconcileStatus
         registry.registerReconcileMethods(idPattern: idPattern, reconcile: services.reconcile)
+        // webhooks.list, webhooks.deliveries, webhooks.replay
+        registry.registerWebhookMethods(endpoints: configuration.webhooks.endpoints)
         return registry
     }
 

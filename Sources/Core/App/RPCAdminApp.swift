@@ -88,6 +88,16 @@ public enum RPCAdminApp {
                     makeConnection: { services.makeDatabaseConnection(database) }))
         }
         let sweeping = !daemon.isEmpty
+        // The outbox's dispatcher (SPEC §16): its fan-out and retention, and one sender per
+        // webhook endpoint.
+        if commandLine.configPath != nil {
+            let database = configuration.database
+            daemon +=
+                WebhookDispatcher(
+                    configuration: configuration.webhooks, clock: services.clock, logger: logger,
+                    makeConnection: { services.makeDatabaseConnection(database) }
+                ).services() as [any ProcessLifecycle.Service]
+        }
         daemon.append(server)
         let status = ProcessLifecycle.run(
             daemon, logger: logger, reopenLogs: { logger.sink.reopen() },
@@ -97,7 +107,7 @@ public enum RPCAdminApp {
                 "billing-rpc started",
                 [
                     "rpc.socket": .string(serverConfiguration.socketPath), "process.id": .int(Int64(getpid())),
-                    "reconcile.sweeper": .bool(sweeping),
+                    "reconcile.sweeper": .bool(sweeping), "webhook.endpoints": .int(Int64(configuration.webhooks.endpoints.count)),
                 ])
         }
         guard status == 0 else { return status }

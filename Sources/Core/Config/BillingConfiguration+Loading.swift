@@ -208,6 +208,11 @@ extension BillingConfiguration {
             r.int("sweepEverySeconds", into: &reconcile.sweepEverySeconds, range: 0...86_400)
             r.int("maxBackoffSeconds", into: &reconcile.maxBackoffSeconds, range: 1...(7 * 86_400))
         }
+        reader.section("webhooks") { r in
+            r.clientSettings(into: &webhooks.client)
+            r.int("retentionDays", into: &webhooks.retentionDays, range: 4...3650)
+            r.webhookEndpoints(into: &webhooks.endpoints)
+        }
         reader.rejectUnknownKeys()
         if database.socket == nil && database.host.isEmpty { reader.problem("database", "set socket or host") }
         if database.tls != nil && database.socket != nil {
@@ -367,6 +372,43 @@ struct ConfigReader {
         int("connectTimeoutSeconds", into: &target.connectTimeoutSeconds, range: 1...60)
         int("maxAttempts", into: &target.maxAttempts, range: 1...10)
         int("maxRetryAfterSeconds", into: &target.maxRetryAfterSeconds, range: 0...300)
+    }
+
+    /// `webhooks.endpoints`: `[{id, url, secret | secretFile, events}]`, ids unique.
+    mutating func webhookEndpoints(into target: inout [BillingConfiguration.Webhooks.Endpoint]) {
+        guard let value = take("endpoints") else { return }
+        guard let items = value.arrayValue else { return problem("endpoints", "expected an array of {id, url, secretFile, events}") }
+        var endpoints: [BillingConfiguration.Webhooks.Endpoint] = []
+        for (index, item) in items.enumerated() {
+            var r = ConfigReader(item, path: key("endpoints[\(index)]"))
+            let known = BillingConfiguration.Webhooks.eventTypes
+            var id = ""
+            var url = ""
+            var secret: String?
+            var events = known
+            r.string("id", into: &id)
+            r.string("url", into: &url)
+            r.optionalSecret("secret", into: &secret)
+            r.stringArray("events", into: &events)
+            if !BillingConfiguration.Webhooks.isValidEndpointId(id) {
+                r.problem("id", "expected 1 to 64 of a-z, 0-9, - and _")
+            } else if endpoints.contains(where: { $0.id == id }) {
+                r.problem("id", "\"\(id)\" names two endpoints")
+            }
+            if !url.hasPrefix("https://") || url.utf8.count < 9 { r.problem("url", "expected an https:// URL") }
+            if let secret, WebhookSignature(secret: secret) == nil {
+                r.problem("secret", "expected a Standard Webhooks secret: whsec_ and the base64 of 24 to 64 random bytes")
+            } else if secret == nil {
+                r.problem("secretFile", "required: the file holding the endpoint's whsec_ secret")
+            }
+            if events.isEmpty || !events.allSatisfy(known.contains) {
+                r.problem("events", "expected a non-empty array of \(known.joined(separator: ", "))")
+            }
+            r.rejectUnknownKeys()
+            problems += r.problems
+            endpoints.append(.init(id: id, url: url, secret: secret ?? "", events: Array(Set(events)).sorted()))
+        }
+        target = endpoints
     }
 
     mutating func int(_ name: String, into target: inout Int, range: ClosedRange<Int>) {

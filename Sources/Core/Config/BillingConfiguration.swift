@@ -18,6 +18,7 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
     var users = Users()
     var reporting = Reporting()
     var reconcile = Reconcile()
+    var webhooks = Webhooks()
 
     init() {}
 
@@ -188,6 +189,37 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
         init() {}
     }
 
+    /// The team's services told of every change (`webhooks.*`, SPEC §16), by billing-rpc.
+    struct Webhooks: Sendable, Equatable {
+        var endpoints: [Endpoint] = []
+        /// Every attempt's whole duration (the endpoint answers or the attempt fails), and its
+        /// connection phase; `caFile` trusted instead of the system's CAs (tests: a local CA).
+        var client = APIClientSettings()
+        /// How long outbox rows and their deliveries are kept (beyond the three days a
+        /// delivery is retried).
+        var retentionDays = 7
+        init() {}
+
+        /// One receiver (`webhooks.endpoints[]`): the types it gets, signed with its secret
+        /// (`secretFile`, Standard Webhooks `whsec_` + base64; a credential, never logged).
+        struct Endpoint: Sendable, Equatable {
+            var id: String
+            var url: String
+            var secret: String
+            /// Some of `eventTypes`; all of them when the key is absent.
+            var events: [String]
+        }
+
+        /// The outbox's row types (`AccessOutbox.RowType`), the names an endpoint subscribes to.
+        static let eventTypes = ["access.changed", "event.applied"]
+
+        /// An endpoint id: what `webhooks.*` calls and the deliveries table name it by.
+        static func isValidEndpointId(_ id: String) -> Bool {
+            (1...64).contains(id.utf8.count)
+                && id.utf8.allSatisfy { (97...122).contains($0) || (48...57).contains($0) || $0 == 45 || $0 == 95 }
+        }
+    }
+
     /// A catalog product (`products.<id>`): the tier it grants and how it is sold. A
     /// subscription renews at its cadence; a one-time product (SPEC §15) is `lifetime` (its
     /// tier with no end), `non_renewing` (its tier for `duration`) or `consumable` (no
@@ -244,7 +276,8 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
         let revenuecatAPI = revenuecat.isAPIConfigured ? "set" : "unset"
         return "BillingConfiguration(database: \(database.user)@\(db)/\(database.name), "
             + "threads: \(server.threadsPerWorker), admin: \(admin.socket), revenuecat secret: \(secret), "
-            + "App Store Server API key: \(serverApi), RevenueCat API key: \(revenuecatAPI), products: \(products.count))"
+            + "App Store Server API key: \(serverApi), RevenueCat API key: \(revenuecatAPI), products: \(products.count), "
+            + "webhook endpoints: \(webhooks.endpoints.count))"
     }
 }
 

@@ -67,6 +67,27 @@ extension DatabaseConnection {
         afterCommitSteps.append(step)
     }
 
+    /// Registers `step` to run inside the open transaction just before its COMMIT, once per
+    /// `key` however often it is registered (a user whose access changed twice in one
+    /// transaction is announced once, as committed): the outbox row of a change, written
+    /// after everything the transaction changed. Steps run in the order first registered; a
+    /// step may register more. One that throws rolls the transaction back.
+    func beforeCommit(key: String, _ step: @escaping (DatabaseConnection) throws -> Void) throws(DatabaseError) {
+        guard isInTransaction else { throw .misuse("beforeCommit outside a transaction") }
+        guard beforeCommitKeys.insert(key).inserted else { return }
+        beforeCommitSteps.append(step)
+    }
+
+    /// Runs what the open transaction registered to run before its COMMIT.
+    private func runBeforeCommitSteps() throws {
+        var next = 0
+        while next < beforeCommitSteps.count {
+            let step = beforeCommitSteps[next]
+            next += 1
+            try step(self)
+        }
+    }
+
     /// Runs and clears what the transaction that just committed registered.
     func runAfterCommitSteps() throws {
         guard !afterCommitSteps.isEmpty else { return }
@@ -94,9 +115,14 @@ extension DatabaseConnection {
         }
         try execute(begin)
         transactionGeneration = currentGeneration
-        defer { transactionGeneration = nil }
+        defer {
+            transactionGeneration = nil
+            beforeCommitSteps = []
+            beforeCommitKeys = []
+        }
         do {
             let value = try body(self)
+            try runBeforeCommitSteps()
             try executeEndingTransaction("COMMIT")
             return value
         } catch {

@@ -20,6 +20,10 @@ final class DatabaseConnection {
     var sessionIsolation: (generation: Int, level: IsolationLevel)?
     /// What the open transaction registered to run once it has committed (`afterCommit`).
     var afterCommitSteps: [(DatabaseConnection) throws -> Void] = []
+    /// What the open transaction registered to run just before its COMMIT (`beforeCommit`),
+    /// and their keys.
+    var beforeCommitSteps: [(DatabaseConnection) throws -> Void] = []
+    var beforeCommitKeys: Set<String> = []
 
     /// Does not connect; the first call does.
     /// Told each time a transaction is rolled back and run again (deadlock, lock wait), with

@@ -237,6 +237,7 @@ enum Grandfather {
             WHERE m.campaign = \(definition.campaign) AND m.user_id IN (\(list: freshList))
             """)
         try db.execute("UPDATE billing_access SET revision = revision + 1, updated_at = \(now) WHERE user_id IN (\(list: freshList))")
+        for userId in fresh { try AccessOutbox.accessChanged(userId, now: now, on: db) }
         return fresh
     }
 
@@ -259,6 +260,9 @@ enum Grandfather {
                 UPDATE billing_access a JOIN billing_campaign_members m ON m.user_id = a.user_id AND m.campaign = \(name)
                 SET a.revision = a.revision + 1, a.updated_at = \(now)
                 """)
+            for row in try db.query("SELECT user_id FROM billing_campaign_members WHERE campaign = \(name) ORDER BY user_id") {
+                try AccessOutbox.accessChanged(try row.string("user_id"), now: now, on: db)
+            }
             try AuditLog.write(
                 actor: actor, action: "grandfather.revoke", campaign: name,
                 detail: ["members": .int(Int64(members)), "reason": JSON(reason)], now: now, on: db)

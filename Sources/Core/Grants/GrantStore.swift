@@ -138,5 +138,6 @@ enum GrantStore {
     /// revision moves, as it does for a store change.
     static func bumpRevision(userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) {
         try db.execute("UPDATE billing_access SET revision = revision + 1, updated_at = \(now) WHERE user_id = \(userId)")
+        try AccessOutbox.accessChanged(userId, now: now, on: db)
     }
 }

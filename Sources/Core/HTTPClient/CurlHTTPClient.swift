@@ -54,6 +54,9 @@ struct CurlHTTPClient: Sendable {
     var caFile: String?
     /// Bodies beyond this fail the call (a history page is well under 1 MiB).
     var maxResponseBytes = 4 << 20
+    /// A body beyond `maxResponseBytes` is cut there instead of failing the call (a webhook
+    /// endpoint's answer is read for its status only).
+    var truncatesResponse = false
     var userAgent = "FCGIBilling"
     /// Plain HTTP too (the doctor's look at the local nginx); every outgoing call to a
     /// provider stays HTTPS only.
@@ -70,19 +73,44 @@ struct CurlHTTPClient: Sendable {
 
     /// `curl_global_init` once per process, before the first handle (Swift runs a static
     /// initializer exactly once, whichever thread gets there first).
-    private static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+    fileprivate static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
     /// GET `url` with `headers` (`Name: value` lines).
     func get(_ url: String, headers: [String]) throws(HTTPClientError) -> HTTPClientResponse {
-        guard Self.initialized, let handle = curl_easy_init() else {
+        try perform(url, headers: headers, body: nil)
+    }
+
+    /// POST `body` to `url` with `headers` (the content type among them); on `session`'s
+    /// connections when given (kept alive between the calls of one thread).
+    func post(_ url: String, headers: [String], body: [UInt8], session: Session? = nil) throws(HTTPClientError) -> HTTPClientResponse {
+        try perform(url, headers: headers, body: body, session: session)
+    }
+
+    /// A libcurl easy handle one thread keeps across its calls, so that calls to the same
+    /// host reuse a connection (and its TLS session) instead of a handshake each:
+    /// `curl_easy_reset` before each call clears the options and keeps the connections.
+    /// Confined to the thread that made it.
+    final class Session {
+        fileprivate let handle: UnsafeMutableRawPointer?
+
+        init() { handle = CurlHTTPClient.initialized ? curl_easy_init() : nil }
+        deinit { if let handle { curl_easy_cleanup(handle) } }
+    }
+
+    /// One call: a POST of `body` when there is one, a GET otherwise.
+    private func perform(_ url: String, headers: [String], body: [UInt8]?, session: Session? = nil) throws(HTTPClientError)
+        -> HTTPClientResponse
+    {
+        guard Self.initialized, let handle = session.map({ $0.handle }) ?? curl_easy_init() else {
             throw HTTPClientError(code: -1, message: "libcurl could not start", isTimeout: false)
         }
-        defer { curl_easy_cleanup(handle) }
+        defer { if session == nil { curl_easy_cleanup(handle) } }
+        if session != nil { curl_easy_reset(handle) }
         var list: UnsafeMutablePointer<curl_slist>?
         for header in headers { list = curl_slist_append(list, header) }
         defer { curl_slist_free_all(list) }
 
-        let sink = ResponseSink(limit: maxResponseBytes)
+        let sink = ResponseSink(limit: maxResponseBytes, truncates: truncatesResponse)
         let context = Unmanaged.passUnretained(sink).toOpaque()
         var ok = true
         ok = ok && ccurl_setopt_string(handle, CURLOPT_URL, url) == CURLE_OK
@@ -106,15 +134,27 @@ struct CurlHTTPClient: Sendable {
                     guard let data, let context else { return 0 }
                     let sink = Unmanaged<ResponseSink>.fromOpaque(context).takeUnretainedValue()
                     let length = size * count
-                    guard sink.body.count + length <= sink.limit else { return 0 }  // aborts the transfer
+                    // Returning less than `length` aborts the transfer.
+                    guard sink.body.count + length <= sink.limit else { return sink.truncates ? length : 0 }
                     data.withMemoryRebound(to: UInt8.self, capacity: length) {
                         sink.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
                     }
                     return length
                 }) == CURLE_OK
+        // libcurl reads the body during `curl_easy_perform` (POSTFIELDS does not copy it).
+        let payload = body ?? []
+        let code = payload.withUnsafeBytes { bytes -> CURLcode in
+            if body != nil {
+                ok = ok && ccurl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, bytes.count) == CURLE_OK
+                ok =
+                    ok
+                    && ccurl_setopt_pointer(
+                        handle, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress ?? UnsafeRawPointer(handle))) == CURLE_OK
+            }
+            guard ok else { return CURLE_FAILED_INIT }
+            return curl_easy_perform(handle)
+        }
         guard ok else { throw HTTPClientError(code: -1, message: "libcurl refused an option", isTimeout: false) }
-
-        let code = curl_easy_perform(handle)
         guard code == CURLE_OK else {
             let message = String(cString: curl_easy_strerror(code))
             throw HTTPClientError(code: Int(code.rawValue), message: message, isTimeout: code == CURLE_OPERATION_TIMEDOUT)
@@ -138,8 +178,12 @@ struct CurlHTTPClient: Sendable {
     /// The body collected by the write callback (one per call, used on the calling thread only).
     private final class ResponseSink {
         let limit: Int
+        let truncates: Bool
         var body: [UInt8] = []
-        init(limit: Int) { self.limit = limit }
+        init(limit: Int, truncates: Bool) {
+            self.limit = limit
+            self.truncates = truncates
+        }
     }
 }
 

@@ -46,7 +46,10 @@ enum AccessProjector {
             transfersOutAt = events.filter { $0.kind == .transfer && $0.transferredFrom.contains(userId) }.compactMap(\.intrinsicAt).max()
         }
         let changed = stored != projection.subscriptions
-        if changed { try storeChanges(userId: userId, from: stored, to: projection.subscriptions, on: db) }
+        if changed {
+            try storeChanges(userId: userId, from: stored, to: projection.subscriptions, on: db)
+            try AccessOutbox.accessChanged(userId, now: now, on: db)
+        }
         let newRevision = changed ? revision + 1 : revision
         let primary = projection.primary(at: now)
         let granting = primary?.grantsAccess(at: now) ?? false

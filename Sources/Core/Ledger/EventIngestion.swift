@@ -101,6 +101,9 @@ enum EventIngestion {
         else {
             return Outcome(duplicate: true, status: nil, eventId: nil, users: [])
         }
+        if decision.status == .applied, let owner = writes.owner {
+            try AccessOutbox.eventApplied(event, eventId: eventId, userId: owner, now: now, on: db)
+        }
         for party in writes.parties { try EventInbox.addParty(eventId: eventId, userId: party.userId, role: party.role, on: db) }
         for waiting in writes.waiting { try EventInbox.addCandidates(eventId: eventId, ids: waiting.ids, role: waiting.role, on: db) }
         if let reset = writes.ladderReset { try OfferingLadder.resetAfterPurchase(userId: reset.userId, purchasedAt: reset.at, on: db) }

@@ -7,6 +7,11 @@
 /// - `billing_quarantine_open`: quarantined deliveries no one resolved yet;
 /// - `billing_reconcile_lag_seconds{provider}`: how long the most overdue pull has been due
 ///   (0 when none is): the sweeper falling behind, or stopped;
+/// - `billing_webhook_lag_seconds{endpoint}`, `billing_webhook_retrying{endpoint}`,
+///   `billing_webhook_failed{endpoint}`: per endpoint with deliveries, how long its oldest
+///   pending delivery has waited, how many are being retried, how many failed for good;
+/// - `billing_outbox_queued_seconds`: how long the oldest outbox row not fanned out has
+///   waited (0 when none): no billing-rpc with endpoints is running, or it fell behind;
 /// - `billing_database_gauges_up`: 1 when the queries answered (0: the gauges above are absent).
 enum DatabaseGauges {
     static let families: [MetricsExposition.Family] = [
@@ -20,6 +25,14 @@ enum DatabaseGauges {
         .init(
             name: "billing_reconcile_lag_seconds", type: "gauge",
             help: "How long the most overdue provider pull has been due, by provider (0: none overdue)."),
+        .init(
+            name: "billing_webhook_lag_seconds", type: "gauge",
+            help: "How long the endpoint's oldest pending webhook delivery has waited (0: none pending)."),
+        .init(name: "billing_webhook_retrying", type: "gauge", help: "Webhook deliveries of the endpoint failed at least once and retried."),
+        .init(name: "billing_webhook_failed", type: "gauge", help: "Webhook deliveries of the endpoint that failed for good (webhooks.replay)."),
+        .init(
+            name: "billing_outbox_queued_seconds", type: "gauge",
+            help: "How long the oldest outbox row not yet fanned out to the webhook endpoints has waited (0: none)."),
     ]
 
     static func samples(_ db: DatabaseConnection, now: Timestamp) -> [MetricSample] {
@@ -48,6 +61,24 @@ enum DatabaseGauges {
                         "billing_reconcile_lag_seconds", ["provider": provider],
                         due[provider].map { max(0, seconds(now, since: $0)) } ?? 0))
             }
+            for row in try db.query(
+                """
+                SELECT endpoint_id, MIN(IF(status = 'pending', created_at, NULL)) AS oldest,
+                  SUM(status = 'pending' AND attempts > 0) AS retrying, SUM(status = 'failed') AS failed
+                FROM billing_webhook_deliveries WHERE status IN ('pending', 'failed') GROUP BY endpoint_id
+                """)
+            {
+                let endpoint = try row.string("endpoint_id")
+                let oldest = try row.optionalTimestamp("oldest")
+                samples.append(
+                    MetricSample("billing_webhook_lag_seconds", ["endpoint": endpoint], oldest.map { max(0, seconds(now, since: $0)) } ?? 0))
+                samples.append(MetricSample("billing_webhook_retrying", ["endpoint": endpoint], Double(try row.optionalInt64("retrying") ?? 0)))
+                samples.append(MetricSample("billing_webhook_failed", ["endpoint": endpoint], Double(try row.optionalInt64("failed") ?? 0)))
+            }
+            let queued = try db.queryOne("SELECT created_at FROM billing_outbox WHERE fanned_out_at IS NULL ORDER BY id LIMIT 1")
+            samples.append(
+                MetricSample(
+                    "billing_outbox_queued_seconds", [:], try queued?.optionalTimestamp("created_at").map { max(0, seconds(now, since: $0)) } ?? 0))
             return samples
         } catch {
             return [MetricSample("billing_database_gauges_up", [:], 0)]

@@ -62,27 +62,27 @@ enum QuotaService {
     }
 
     /// Records `amount` of `meter` for `userId` once per `idempotencyKey`. The user's lock
-    /// (`UserLock`) serializes his consumptions, so in enforce mode concurrent consumers of
-    /// the last unit cannot both succeed.
+    /// serializes his consumptions, so in enforce mode concurrent consumers of the last unit
+    /// cannot both succeed.
     /// - Parameters:
     ///   - plans: the published plan versions (`PlanCatalog`).
     ///   - enforcement: the `billing_flags` mode in force.
-    ///   - subject: reads the user's quota subject under his lock, inside the transaction.
+    ///   - lockedSubject: takes the user's lock (the kernel's `UserLock`, held to commit) and
+    ///     reads his quota subject under it, inside the transaction.
     static func consume(
         userId: String, meter: String, amount: Int64, idempotencyKey: String, now: Timestamp,
         plans: [PublishedPlan], enforcement: Enforcement, on db: DatabaseConnection,
-        subject: (DatabaseConnection) throws -> QuotaSubject
+        lockedSubject: (DatabaseConnection) throws -> QuotaSubject
     ) throws -> Consumption {
         try db.transaction(retries: 3, isolation: .readCommitted) { db -> Consumption in
             if let replay = try previous(userId: userId, meter: meter, key: idempotencyKey, amount: amount, on: db) {
                 return .recorded(replay)
             }
-            try UserLock.lock(userId, now: now, on: db)
+            let subject = try lockedSubject(db)
             // A request with the same key may have committed while we waited for the lock.
             if let replay = try previous(userId: userId, meter: meter, key: idempotencyKey, amount: amount, on: db) {
                 return .recorded(replay)
             }
-            let subject = try subject(db)
             let plan = plan(for: subject, plans: plans)
             let definition = plan.meters.first { $0.name == meter }
             let window = definition?.window ?? QuotaWindow.current(.days(1), anchor: subject.anchor, now: now, trial: nil)

@@ -69,6 +69,7 @@ enum UserErasure {
 
             var deletions: [(table: String, query: SQLQuery)] = [
                 ("billing_subscriptions", "DELETE FROM billing_subscriptions WHERE user_id = \(userId)"),
+                ("billing_outbox", "DELETE FROM billing_outbox WHERE user_id = \(userId)"),
                 ("billing_apple_bindings", "DELETE FROM billing_apple_bindings WHERE user_id = \(userId)"),
                 ("billing_grants", "DELETE FROM billing_grants WHERE user_id = \(userId)"),
                 ("billing_campaign_members", "DELETE FROM billing_campaign_members WHERE user_id = \(userId)"),

@@ -1,0 +1,122 @@
+import Foundation
+import Testing
+
+@testable import Core
+
+/// The outbox's rule (SPEC §16) against the real database: every change of a user's access
+/// is one `access.changed` row, committed with it, numbered in revision order, carrying the
+/// access as of that revision; every applied event one `event.applied` row before it; a
+/// delivery that changes nothing writes nothing. Checked for every arrival order of one
+/// user's events (in order, reversed, shuffled, concurrent on several connections) and for
+/// the operator's changes (grants, campaigns).
+@Suite struct OutboxTests {
+    static let hour: Int64 = 3_600_000
+    static let base = Timestamp(millisecondsSinceEpoch: 1_780_000_000_000)
+
+    static func renewal(_ n: Int, user: String, sub: String) -> StoreEvent {
+        StoreEvent(
+            provider: .revenuecat, providerEventId: "outbox-\(user)-\(n)", rawType: n == 0 ? "INITIAL_PURCHASE" : "RENEWAL",
+            kind: n == 0 ? .purchase : .renewal, intrinsicAt: base.adding(milliseconds: Int64(n) * 720 * hour), subscriptionId: sub,
+            productId: "app.plus.monthly", tier: .plus, environment: .production, platform: "app_store",
+            purchasedAt: base.adding(milliseconds: Int64(n) * 720 * hour),
+            expiresAt: base.adding(milliseconds: Int64(n + 1) * 720 * hour), priceMilli: 4990, currency: "EUR")
+    }
+
+    struct Row: Equatable {
+        var type: String
+        var revision: UInt64
+        var data: JSON
+    }
+
+    static func rows(_ user: String, on db: DatabaseConnection) throws -> [Row] {
+        try db.query("SELECT type, revision, data FROM billing_outbox WHERE user_id = \(user) ORDER BY id").map { row in
+            Row(type: try row.string("type"), revision: try row.uint64("revision"), data: try JSON.parse(try row.string("data")))
+        }
+    }
+
+    /// The rule, whatever happened: access.changed revisions are 1...final, each once, in id
+    /// order; the last carries the committed access; event.applied rows are the applied events.
+    static func expectTheRule(_ user: String, now: Timestamp, on db: DatabaseConnection) throws {
+        let rows = try rows(user, on: db)
+        let changes = rows.filter { $0.type == "access.changed" }
+        let revision = try #require(try db.queryOne("SELECT revision FROM billing_access WHERE user_id = \(user)")).uint64("revision")
+        #expect(changes.map(\.revision) == Array(1...revision), "\(changes.map(\.revision))")
+        #expect(changes.allSatisfy { $0.data["revision"]?.int64Value == Int64($0.revision) })
+        let committed = try #require(try AccessRecord.load(userId: user, now: now, on: db))
+        #expect(changes.last?.data == AccessSnapshot(record: committed, now: now, cadence: { _ in nil }).changeData)
+        let applied = try #require(try db.queryOne("SELECT COUNT(*) AS n FROM billing_events WHERE user_id = \(user) AND status = 'applied'"))
+        #expect(rows.filter { $0.type == "event.applied" }.count == (try applied.int("n")))
+        // Each event.applied comes before the access.changed of its transaction.
+        for (index, row) in rows.enumerated() where row.type == "event.applied" {
+            let next = rows[(index + 1)...].first { $0.type == "access.changed" }
+            if let next { #expect(next.revision >= row.revision) }
+        }
+    }
+
+    @Test(arguments: ["in order", "reversed", "shuffled", "duplicated"])
+    func oneUsersEventsInAnyOrderAreOneRowPerChangeInRevisionOrder(order: String) throws {
+        try withMigratedDatabase { db in
+            let user = UUID().uuidString.lowercased()
+            let now = Self.base.adding(milliseconds: 3 * 720 * Self.hour)
+            try UserDirectory.ensureKnown(user, source: .token, createdAt: Self.base, now: Self.base, on: db)
+            var events = (0..<8).map { Self.renewal($0, user: user, sub: "sub-\(user)") }
+            switch order {
+            case "reversed": events.reverse()
+            case "shuffled": events.shuffle()
+            case "duplicated": events += events
+            default: break
+            }
+            for event in events {
+                _ = try EventIngestion.ingest(event, payload: ["id": .string(event.providerEventId)], subjectCandidates: [user], now: now, on: db)
+            }
+            try Self.expectTheRule(user, now: now, on: db)
+            if order == "duplicated" {
+                #expect(try Self.rows(user, on: db).filter { $0.type == "event.applied" }.count == 8, "a duplicate is told nothing")
+            }
+        }
+    }
+
+    @Test func concurrentDeliveriesForOneUserAreOneRowPerChangeInRevisionOrder() throws {
+        try withTestDatabase { configuration, _ in
+            let setup = DatabaseConnection(configuration: configuration)
+            _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: setup)
+            let user = UUID().uuidString.lowercased()
+            let now = Self.base.adding(milliseconds: 20 * 720 * Self.hour)
+            try UserDirectory.ensureKnown(user, source: .token, createdAt: Self.base, now: Self.base, on: setup)
+            let events = (0..<24).map { Self.renewal($0, user: user, sub: "sub-\(user)") }.shuffled()
+            let waits = (0..<6).map { worker in
+                onThread { () throws -> Int in
+                    let db = DatabaseConnection(configuration: configuration)
+                    for event in events.enumerated().filter({ $0.offset % 6 == worker }).map(\.element) {
+                        _ = try EventIngestion.ingest(
+                            event, payload: ["id": .string(event.providerEventId)], subjectCandidates: [user], now: now, on: db)
+                    }
+                    return worker
+                }
+            }
+            for wait in waits { _ = try wait() }
+            try Self.expectTheRule(user, now: now, on: setup)
+        }
+    }
+
+    @Test func grantsAndCampaignsAreChangesTooAndARolledBackOneIsNone() throws {
+        try withMigratedDatabase { db in
+            let user = UUID().uuidString.lowercased()
+            let now = Self.base
+            try UserDirectory.ensureKnown(user, source: .token, createdAt: now, now: now, on: db)
+            try db.transaction { db in try GrantStore.bumpRevision(userId: user, now: now, on: db) }
+            #expect(throws: DatabaseError.self) {
+                try db.transaction { db in
+                    try GrantStore.bumpRevision(userId: user, now: now, on: db)
+                    throw DatabaseError.misuse("rolled back")
+                }
+            }
+            try db.transaction { db in
+                // Twice in one transaction: one change, told once, at its committed revision.
+                try GrantStore.bumpRevision(userId: user, now: now, on: db)
+                try GrantStore.bumpRevision(userId: user, now: now, on: db)
+            }
+            #expect(try Self.rows(user, on: db).map(\.revision) == [1, 3])
+        }
+    }
+}
