@@ -99,6 +99,22 @@ import Testing
         }
     }
 
+    @Test func aTransactionChangingThousandsOfUsersTellsEachOnce() throws {
+        try withMigratedDatabase { db in
+            let users = (0..<1_100).map { "bulk-\($0)-" + UUID().uuidString.lowercased() }
+            for user in users { _ = try UserDirectory.ensureKnown(user, source: .token, createdAt: Self.base, now: Self.base, on: db) }
+            // As a campaign's revocation does: every member's revision moves in one transaction.
+            try db.transaction { db in
+                for user in users {
+                    try GrantStore.bumpRevision(userId: user, now: Self.base, on: db)
+                    try AccessOutbox.accessChanged(user, now: Self.base, on: db)
+                }
+            }
+            let counted = try #require(try db.queryOne("SELECT COUNT(*) AS n, COUNT(DISTINCT user_id) AS users FROM billing_outbox"))
+            #expect(try counted.int("n") == users.count && (try counted.int("users")) == users.count)
+        }
+    }
+
     @Test func grantsAndCampaignsAreChangesTooAndARolledBackOneIsNone() throws {
         try withMigratedDatabase { db in
             let user = UUID().uuidString.lowercased()

@@ -78,6 +78,17 @@ extension DatabaseConnection {
         beforeCommitSteps.append(step)
     }
 
+    /// What the open transaction keeps under `key`, made by `make` on first use and dropped
+    /// with the transaction (committed or not): what a `beforeCommit` step gathers along the
+    /// transaction to write once (the outbox's rows, in one statement).
+    func transactionLocal<Value: AnyObject>(_ key: String, _ make: () -> Value) throws(DatabaseError) -> Value {
+        guard isInTransaction else { throw .misuse("transactionLocal outside a transaction") }
+        if let value = transactionLocals[key] as? Value { return value }
+        let value = make()
+        transactionLocals[key] = value
+        return value
+    }
+
     /// Runs what the open transaction registered to run before its COMMIT.
     private func runBeforeCommitSteps() throws {
         var next = 0
@@ -119,6 +130,7 @@ extension DatabaseConnection {
             transactionGeneration = nil
             beforeCommitSteps = []
             beforeCommitKeys = []
+            transactionLocals = [:]
         }
         do {
             let value = try body(self)

@@ -24,6 +24,8 @@ final class DatabaseConnection {
     /// and their keys.
     var beforeCommitSteps: [(DatabaseConnection) throws -> Void] = []
     var beforeCommitKeys: Set<String> = []
+    /// What the open transaction keeps for its steps (`transactionLocal`).
+    var transactionLocals: [String: AnyObject] = [:]
 
     /// Does not connect; the first call does.
     /// Told each time a transaction is rolled back and run again (deadlock, lock wait), with
