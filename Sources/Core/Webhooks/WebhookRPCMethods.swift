@@ -95,10 +95,10 @@ enum WebhookAdmin {
             "lagSeconds": .int(oldestPending.map { max(0, (now.millisecondsSinceEpoch - $0.millisecondsSinceEpoch) / 1000) } ?? 0),
             "oldestPendingAt": JSON(oldestPending?.iso8601),
             "lastDeliveredAt": JSON(try last?.optionalTimestamp("delivered")?.iso8601),
-            "retrying": failing.map { row in
+            "retrying": try failing.map { (row) throws(DatabaseError) -> JSON in
                 [
-                    "lastError": JSON(try? row.optionalString("last_error")),
-                    "lastAttemptAt": JSON((try? row.optionalTimestamp("last_attempt_at"))??.iso8601),
+                    "lastError": JSON(try row.optionalString("last_error")),
+                    "lastAttemptAt": JSON(try row.optionalTimestamp("last_attempt_at")?.iso8601),
                 ]
             } ?? .null,
         ]
@@ -153,7 +153,7 @@ enum WebhookAdmin {
                 UPDATE billing_webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = \(now), delivered_at = NULL,
                   last_error = NULL, last_status = NULL, created_at = \(now)
                 """
-            var replayed: Int
+            var replayed = 0
             if let deliveryId {
                 var query = reset
                 query.append(" WHERE id = \(deliveryId) AND endpoint_id = \(endpoint.id)")
@@ -164,8 +164,7 @@ enum WebhookAdmin {
                 {
                     throw BillingError.notFound("webhook delivery", ["endpointId": .string(endpoint.id), "deliveryId": .int(Int64(deliveryId))])
                 }
-            } else {
-                let from = fromId ?? 1
+            } else if let from = fromId {
                 var query = reset
                 query.append(" WHERE endpoint_id = \(endpoint.id) AND outbox_id >= \(from)")
                 replayed = try db.execute(query).affectedRows
