@@ -213,6 +213,11 @@ extension BillingConfiguration {
             r.int("retentionDays", into: &webhooks.retentionDays, range: 4...3650)
             r.webhookEndpoints(into: &webhooks.endpoints)
         }
+        reader.section("live") { r in
+            r.optionalString("publisherSocket", into: &live.publisherSocket)
+            if live.publisherSocket?.isEmpty == true { live.publisherSocket = nil }
+            if let socket = live.publisherSocket, !socket.hasPrefix("/") { r.problem("publisherSocket", "expected an absolute path") }
+        }
         reader.rejectUnknownKeys()
         if database.socket == nil && database.host.isEmpty { reader.problem("database", "set socket or host") }
         if database.tls != nil && database.socket != nil {

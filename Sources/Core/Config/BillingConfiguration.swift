@@ -19,6 +19,7 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
     var reporting = Reporting()
     var reconcile = Reconcile()
     var webhooks = Webhooks()
+    var live = Live()
 
     init() {}
 
@@ -218,6 +219,17 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
             (1...64).contains(id.utf8.count)
                 && id.utf8.allSatisfy { (97...122).contains($0) || (48...57).contains($0) || $0 == 45 || $0 == 95 }
         }
+    }
+
+    /// Live changes for the app (`live.*`, SPEC §16): `GET /billing/access/changes` waits in
+    /// nginx (nchan), and billing-rpc publishes each committed change to the user's channel
+    /// through nchan's publisher location on this Unix socket. Without it the route answers
+    /// at once (a change, or 304): the app polls.
+    struct Live: Sendable, Equatable {
+        /// nginx's nchan publisher socket (`listen unix:…` of the publisher server); nil: off.
+        var publisherSocket: String?
+        init() {}
+        var isEnabled: Bool { publisherSocket != nil }
     }
 
     /// A catalog product (`products.<id>`): the tier it grants and how it is sold. A

@@ -12,6 +12,7 @@ struct HTTPStatus: Sendable, Hashable, CustomStringConvertible {
     static let created = HTTPStatus(code: 201, reasonPhrase: "Created")
     static let accepted = HTTPStatus(code: 202, reasonPhrase: "Accepted")
     static let noContent = HTTPStatus(code: 204, reasonPhrase: "No Content")
+    static let notModified = HTTPStatus(code: 304, reasonPhrase: "Not Modified")
     static let badRequest = HTTPStatus(code: 400, reasonPhrase: "Bad Request")
     static let unauthorized = HTTPStatus(code: 401, reasonPhrase: "Unauthorized")
     static let paymentRequired = HTTPStatus(code: 402, reasonPhrase: "Payment Required")

@@ -64,6 +64,9 @@ struct CurlHTTPClient: Sendable {
     /// Follow up to 5 redirects (the doctor meeting the site's 301 to HTTPS); calls to
     /// providers never do.
     var followsRedirects = false
+    /// Connect to this Unix socket instead of the URL's host (billing-rpc publishing to
+    /// nginx's nchan publisher socket); the URL still names the path and Host.
+    var unixSocketPath: String?
 
     init(timeoutMilliseconds: Int, connectTimeoutMilliseconds: Int, caFile: String?) {
         self.timeoutMilliseconds = timeoutMilliseconds
@@ -86,6 +89,11 @@ struct CurlHTTPClient: Sendable {
         try perform(url, headers: headers, body: body, session: session)
     }
 
+    /// DELETE `url` (billing-rpc dropping an erased user's nchan channel).
+    func delete(_ url: String, headers: [String]) throws(HTTPClientError) -> HTTPClientResponse {
+        try perform(url, headers: headers, body: nil, method: "DELETE")
+    }
+
     /// A libcurl easy handle one thread keeps across its calls, so that calls to the same
     /// host reuse a connection (and its TLS session) instead of a handshake each:
     /// `curl_easy_reset` before each call clears the options and keeps the connections.
@@ -97,8 +105,9 @@ struct CurlHTTPClient: Sendable {
         deinit { if let handle { curl_easy_cleanup(handle) } }
     }
 
-    /// One call: a POST of `body` when there is one, a GET otherwise.
-    private func perform(_ url: String, headers: [String], body: [UInt8]?, session: Session? = nil) throws(HTTPClientError)
+    /// One call: a POST of `body` when there is one, a GET otherwise, or `method`'s.
+    private func perform(_ url: String, headers: [String], body: [UInt8]?, session: Session? = nil, method: String? = nil)
+        throws(HTTPClientError)
         -> HTTPClientResponse
     {
         guard Self.initialized, let handle = session.map({ $0.handle }) ?? curl_easy_init() else {
@@ -125,6 +134,8 @@ struct CurlHTTPClient: Sendable {
         ok = ok && ccurl_setopt_string(handle, CURLOPT_USERAGENT, userAgent) == CURLE_OK
         ok = ok && ccurl_setopt_slist(handle, CURLOPT_HTTPHEADER, list) == CURLE_OK
         if let caFile { ok = ok && ccurl_setopt_string(handle, CURLOPT_CAINFO, caFile) == CURLE_OK }
+        if let unixSocketPath { ok = ok && ccurl_setopt_string(handle, CURLOPT_UNIX_SOCKET_PATH, unixSocketPath) == CURLE_OK }
+        if let method { ok = ok && ccurl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, method) == CURLE_OK }
         ok = ok && ccurl_setopt_pointer(handle, CURLOPT_WRITEDATA, context) == CURLE_OK
         ok =
             ok
