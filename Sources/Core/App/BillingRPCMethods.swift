@@ -19,7 +19,8 @@ enum BillingRPCMethods {
                 (try GrantStore.list(userId: userId, on: db).map { $0.json(at: now) }, try Grandfather.memberships(userId: userId, now: now, on: db))
             })
         // users.import, users.delete
-        registry.registerUserMethods(idPattern: idPattern, bindingPolicy: configuration.binding.policy)
+        registry.registerUserMethods(
+            idPattern: idPattern, bindingPolicy: configuration.binding.policy, liveChannels: LivePublisherSocket(configuration.live))
         // grants.create, grants.revoke, grants.list
         registry.registerGrantMethods(idPattern: idPattern)
         // grandfather.applyCohort, .applyUsers, .revoke, .audit

@@ -19,11 +19,13 @@ enum BillingRoutes {
         let transactions = AppleTransactionRoute(
             appStore: appStore, maxBodyBytes: services.configuration.server.maxBodyBytes, access: access)
         let paywall = PaywallEvents(offerings: services.offerings, purgeSchedule: services.paywallPurge)
+        let changes = LiveChangesRoute(live: services.configuration.live)
         let offerings = OfferingsRoute(offerings: services.offerings, catalog: services.catalog, tiers: services.tiers)
 
         router.get("\(prefix)/health") { request, context in health.handle(request, context) }
         router.get("\(prefix)/ping") { request, context in HealthCheck.ping(request, context) }
         router.get("\(prefix)/billing/access") { request, context in try access.handle(request, context) }
+        router.get("\(prefix)/billing/access/changes") { request, context in try changes.handle(request, context) }
         router.post("\(prefix)/billing/webhooks/revenuecat") { request, context in try revenuecat.handle(request, context) }
         router.post("\(prefix)/billing/usage") { request, context in try usage.handle(request, context) }
         router.get("\(prefix)/billing/plans") { request, context in try plans.handle(request, context) }

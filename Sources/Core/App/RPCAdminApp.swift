@@ -97,6 +97,14 @@ public enum RPCAdminApp {
                     configuration: configuration.webhooks, clock: services.clock, logger: logger,
                     makeConnection: { services.makeDatabaseConnection(database) }
                 ).services() as [any ProcessLifecycle.Service]
+            // Live changes for the app: each committed change to its user's nchan channel.
+            if let socket = LivePublisherSocket(configuration.live) {
+                daemon.append(
+                    LivePublisher(
+                        socket: socket, clock: services.clock, logger: logger,
+                        makeConnection: { services.makeDatabaseConnection(database) }
+                    ).service())
+            }
         }
         daemon.append(server)
         let status = ProcessLifecycle.run(
@@ -108,6 +116,7 @@ public enum RPCAdminApp {
                 [
                     "rpc.socket": .string(serverConfiguration.socketPath), "process.id": .int(Int64(getpid())),
                     "reconcile.sweeper": .bool(sweeping), "webhook.endpoints": .int(Int64(configuration.webhooks.endpoints.count)),
+                    "live.publisher": .bool(configuration.live.isEnabled),
                 ])
         }
         guard status == 0 else { return status }

@@ -1,6 +1,9 @@
 extension RPCMethodRegistry where Context: RPCContextProtocol {
-    /// `users.import` and `users.delete`.
-    mutating func registerUserMethods(idPattern: UserIdPattern, bindingPolicy: BillingConfiguration.Binding.Policy) {
+    /// `users.import` and `users.delete`; an erasure also drops the user's live channel from
+    /// nginx when live changes are on (`liveChannels`).
+    mutating func registerUserMethods(
+        idPattern: UserIdPattern, bindingPolicy: BillingConfiguration.Binding.Policy, liveChannels: LivePublisherSocket? = nil
+    ) {
         register(
             "users.import",
             summary: "Import users with their original sign-up time (idempotent; createdAt drives grandfather cohorts; waiting store events fold in)",
@@ -55,11 +58,20 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
                 policy: bindingPolicy, on: try context.requireDatabase())
             var removed = JSONObject()
             for table in result.removed.keys.sorted() { removed[table] = .int(Int64(result.removed[table]!)) }
+            // After the commit: the changes nginx keeps for his waiting app (up to 10 minutes)
+            // go now, and his waiting connections close. nginx unreachable: they expire.
+            let liveChannel: String
+            if let liveChannels {
+                do { liveChannel = try liveChannels.dropChannel(of: userId) ? "dropped" : "absent" } catch { liveChannel = "unreachable" }
+            } else {
+                liveChannel = "off"
+            }
             return [
                 "userId": .string(userId), "deleted": .bool(!result.alreadyDeleted), "alreadyDeleted": .bool(result.alreadyDeleted),
                 "deletedAt": JSON(result.deletedAt?.iso8601),
                 "unboundSubscriptions": .array(result.unboundSubscriptions.map(JSON.string)),
                 "removed": .object(removed), "scrubbedEvents": .int(Int64(result.scrubbedEvents)),
+                "liveChannel": .string(liveChannel),
             ]
         }
     }

@@ -1,0 +1,83 @@
+/// What the worker, billing-rpc and nginx agree on for live changes (SPEC §16): the name of
+/// a user's nchan channel and the internal locations of the nginx configurations
+/// (nginx/nginx.conf.template, deploy/nginx/fcgibilling.conf).
+enum LiveChannel {
+    /// A user's channel: the SHA-256 of his id in hex, so the internal URIs nginx sees (and
+    /// may log) carry no user id, and any id fits a location's pattern.
+    static func id(for userId: String) -> String { SHA256.hexHash(Array(userId.utf8)) }
+
+    /// The publisher location (on the publisher socket only) and the two internal
+    /// subscriber locations a worker redirects an authorized app to.
+    static let publishPath = "/_billing/publish/"
+    static let pollPath = "/_billing/changes/poll/"
+    static let streamPath = "/_billing/changes/stream/"
+
+    /// How long nchan keeps a channel's messages (`nchan_message_timeout`): an older change
+    /// is not published (a waiting app meets it through its revision instead).
+    static let keepsSeconds: Int64 = 600
+
+    /// An nchan message id as the publisher answers it and an SSE stream carries it:
+    /// `<seconds>:<tag>` (e.g. `1796307148:0`).
+    static func isMessageId(_ text: String) -> Bool {
+        let parts = text.utf8.split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false)
+        return text.utf8.count <= 64 && parts.count == 2
+            && parts.allSatisfy { !$0.isEmpty && $0.allSatisfy { (48...57).contains($0) } }
+    }
+}
+
+/// nginx's nchan publisher location on `live.publisherSocket`: where billing-rpc publishes a
+/// user's changes, and drops an erased user's channel.
+struct LivePublisherSocket: Sendable {
+    let path: String
+    private let client: CurlHTTPClient
+
+    init(path: String) {
+        self.path = path
+        var client = CurlHTTPClient(timeoutMilliseconds: 5_000, connectTimeoutMilliseconds: 1_000, caFile: nil)
+        client.unixSocketPath = path
+        client.allowsPlainHTTP = true
+        client.maxResponseBytes = 16 << 10
+        client.truncatesResponse = true
+        client.userAgent = "FCGIBilling-Live"
+        self.client = client
+    }
+
+    init?(_ live: BillingConfiguration.Live) {
+        guard let path = live.publisherSocket else { return nil }
+        self.init(path: path)
+    }
+
+    private func url(for userId: String) -> String { "http://localhost" + LiveChannel.publishPath + LiveChannel.id(for: userId) }
+
+    /// POSTs `data` (a change, JSON) to `userId`'s channel; answers nchan's message id for it.
+    func publish(_ data: [UInt8], to userId: String, session: CurlHTTPClient.Session) throws -> String {
+        let response = try client.post(
+            url(for: userId), headers: ["Content-Type: application/json", "Accept: text/json"], body: data, session: session)
+        // 201: published to waiting subscribers, 202: published, none waiting.
+        guard response.status == 201 || response.status == 202 else {
+            throw LivePublishError(message: "nchan answered HTTP \(response.status)")
+        }
+        guard case .object(let info) = try? JSON.parse(response.body), let id = info["last_message_id"]?.stringValue,
+            LiveChannel.isMessageId(id)
+        else {
+            throw LivePublishError(message: "nchan's answer names no message id")
+        }
+        return id
+    }
+
+    /// Deletes `userId`'s channel (its kept changes, and his waiting connections closed):
+    /// true when there was one, false when there was none.
+    func dropChannel(of userId: String) throws -> Bool {
+        let response = try client.delete(url(for: userId), headers: ["Accept: text/json"])
+        switch response.status {
+        case 200: return true
+        case 404: return false
+        default: throw LivePublishError(message: "nchan answered HTTP \(response.status) to the channel's deletion")
+        }
+    }
+}
+
+struct LivePublishError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}

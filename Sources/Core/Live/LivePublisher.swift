@@ -1,0 +1,106 @@
+/// billing-rpc's live publisher (SPEC §16), a service of the daemon when
+/// `live.publisherSocket` is set: each committed `access.changed` outbox row goes to its
+/// user's nchan channel through nginx's publisher location on that Unix socket, in outbox
+/// (= revision) order, within about `pollMilliseconds` of its commit; the row then notes
+/// when and under which nchan message id (`published_at`, `live_message_id`), which
+/// `GET /billing/access/changes` reads to wait for what comes after it.
+///
+/// At least once: a row is marked after nginx took it, so a publisher killed between the
+/// two publishes it again (an app tells by the revision). A row older than nchan keeps
+/// messages is passed over: an app waiting since before it meets it through its revision.
+/// One publisher at a time (a named lock on its connection), so one user's changes reach
+/// his channel in order whatever the number of billing-rpc processes.
+struct LivePublisher: Sendable {
+    let socket: LivePublisherSocket
+    let clock: any BillingClock
+    let logger: Logger
+    let makeConnection: @Sendable () -> DatabaseConnection
+
+    static let pollMilliseconds: Int64 = 100
+    static let batch = 200
+
+    /// A row of the publisher's queue.
+    struct Pending: Sendable, Equatable {
+        var outboxId: UInt64
+        var userId: String
+        var data: String
+        var createdAt: Timestamp
+    }
+
+    func service() -> PeriodicService {
+        PeriodicService(name: "live publisher", intervalMilliseconds: Self.pollMilliseconds) { [self] in
+            let db = makeConnection()
+            let session = CurlHTTPClient.Session()
+            var failing = false
+            return { isStopping in
+                do {
+                    guard try Self.holdsLock(on: db) else { return }
+                    while !isStopping() {
+                        let rows = try Self.pending(limit: Self.batch, on: db)
+                        var published: [(UInt64, String?)] = []
+                        var stopped: (any Error)?
+                        let cutoff = clock.now().adding(seconds: -LiveChannel.keepsSeconds)
+                        for row in rows where !isStopping() {
+                            if row.createdAt < cutoff {
+                                published.append((row.outboxId, nil))
+                                continue
+                            }
+                            do {
+                                published.append((row.outboxId, try socket.publish(Array(row.data.utf8), to: row.userId, session: session)))
+                            } catch {
+                                stopped = error
+                                break
+                            }
+                        }
+                        try Self.markPublished(published, now: clock.now(), on: db)
+                        if let stopped { throw stopped }
+                        if failing {
+                            failing = false
+                            logger.info("live.publisher.recovered", ["live.socket": .string(socket.path)])
+                        }
+                        if rows.count < Self.batch { break }
+                    }
+                } catch {
+                    // Once per outage, not every pass: nginx down, or the database.
+                    if !failing {
+                        failing = true
+                        logger.error(
+                            "live.publisher.failed", ["live.socket": .string(socket.path), "error.message": .string(String(describing: error))])
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether this connection holds the publisher's lock (taking it when free).
+    static func holdsLock(on db: DatabaseConnection) throws(DatabaseError) -> Bool {
+        let row = try db.queryOne(
+            "SELECT IF(IS_USED_LOCK('fcgibilling_live_publisher') = CONNECTION_ID(), 1, GET_LOCK('fcgibilling_live_publisher', 0)) AS held")
+        return try row?.optionalInt("held") == 1
+    }
+
+    /// The committed `access.changed` rows not yet published, oldest first.
+    static func pending(limit: Int, on db: DatabaseConnection) throws(DatabaseError) -> [Pending] {
+        try db.query(
+            """
+            SELECT id, user_id, data, created_at FROM billing_outbox
+            WHERE type = 'access.changed' AND published_at IS NULL ORDER BY id LIMIT \(limit)
+            """
+        ).map { row throws(DatabaseError) in
+            Pending(
+                outboxId: try row.uint64("id"), userId: try row.string("user_id"), data: try row.string("data"),
+                createdAt: try row.timestamp("created_at"))
+        }
+    }
+
+    /// Notes the rows as published (under their message ids; nil: passed over), in one
+    /// transaction.
+    static func markPublished(_ rows: [(UInt64, String?)], now: Timestamp, on db: DatabaseConnection) throws {
+        guard !rows.isEmpty else { return }
+        try db.transaction(retries: 3) { db in
+            for (id, messageId) in rows {
+                try db.execute("UPDATE billing_outbox SET published_at = \(now), live_message_id = \(messageId) WHERE id = \(id)")
+            }
+        }
+    }
+}
