@@ -43,7 +43,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 STACK_PACKAGES=(pkg-config libfcgi-dev libmariadb-dev libssl-dev libjansson-dev libcurl4-openssl-dev
                 mariadb-server mariadb-client nginx-light wrk curl python3 python3-venv openssl procps tzdata
-                libfcgi-bin systemd faketime)
+                libfcgi-bin systemd faketime libnginx-mod-nchan)
 
 ensure_packages() {
     local missing=() p
@@ -336,6 +336,7 @@ config = {
     "log": {"level": "info"},
     "users": {},
     "reporting": {"currency": "EUR"},
+    "live": {"publisherSocket": "$RUN_DIR/nchan.sock"},
 }
 tmp = path + ".tmp"
 def write(config):
@@ -604,7 +605,7 @@ galera_stop() {
 # The packages the system layer's container holds beyond debootstrap's minbase: the .deb's
 # runtime dependencies (it is installed offline, with dpkg), MariaDB, nginx and the tools
 # the tests drive it with. A change of this list makes a new cached root.
-NSPAWN_PACKAGES=(systemd systemd-sysv dbus ca-certificates mariadb-server mariadb-client nginx-light python3
+NSPAWN_PACKAGES=(systemd systemd-sysv dbus ca-certificates mariadb-server mariadb-client nginx-light libnginx-mod-nchan python3
                  libfcgi-bin curl openssl adduser init-system-helpers libcurl4 libfcgi0ldbl libjansson4 libmariadb3
                  libssl3 libstdc++6 logrotate procps iproute2)
 
