@@ -365,7 +365,17 @@ class ProductionFiles(unittest.TestCase):
         # FastCGI setting of its own: all inherit the server's (one set of retry rules).
         self.assertEqual(api_locations(site), api_locations(template))
         self.assertEqual(set(api_locations(site)),
-                         {"/api/v1/", "/api/v1/billing/webhooks/", "= /api/v1/health", "= /api/v1/ping"})
+                         {"/api/v1/", "/api/v1/billing/webhooks/", "= /api/v1/health", "= /api/v1/ping",
+                          "= /api/v1/billing/access/changes"})
+        # Live changes (SPEC §16): the same nchan locations in both, the publisher on a Unix socket only.
+        for text, prefix in ((site, "/etc/nginx/"), (template, "@REPO_DIR@/nginx/")):
+            self.assertIn(f"include {prefix}fcgibilling_live.conf;", text)
+            self.assertIn(f"include {prefix}fcgibilling_live_publisher.conf;", text)
+            self.assertRegex(text, r"server \{\s*listen unix:\S+/nchan.sock;")
+        self.assertIn("load_module /usr/lib/nginx/modules/ngx_nchan_module.so;", template)
+        live = open(os.path.join(REPO, "nginx", "fcgibilling_live.conf")).read()
+        self.assertEqual(len(re.findall(r"(?m)^    internal;$", live)), len(re.findall(r"(?m)^location ", live)),
+                         "every subscriber location is internal")
         for text in (site, template):
             for matcher, body in re.findall(LOCATION, text, re.M):
                 if "/api/v1" in matcher:
@@ -387,9 +397,14 @@ class ProductionFiles(unittest.TestCase):
                     .replace("/etc/ssl/fcgibilling/privkey.pem", f"{tmp}/k.pem")
                     .replace("/etc/nginx/fcgibilling_fastcgi_params.conf", os.path.join(REPO, "nginx", "fastcgi_params.conf"))
                     .replace("/etc/nginx/fcgibilling_errors.conf", os.path.join(REPO, "nginx", "fcgibilling_errors.conf"))
+                    .replace("/etc/nginx/fcgibilling_live.conf", os.path.join(REPO, "nginx", "fcgibilling_live.conf"))
+                    .replace("/etc/nginx/fcgibilling_live_publisher.conf",
+                             os.path.join(REPO, "nginx", "fcgibilling_live_publisher.conf"))
+                    .replace("/run/fcgibilling-live/", f"{tmp}/")
                     .replace("/var/log/nginx/", f"{tmp}/logs/"))
             open(f"{tmp}/site.conf", "w").write(site)
             open(f"{tmp}/nginx.conf", "w").write(
+                "load_module /usr/lib/nginx/modules/ngx_nchan_module.so;\n"
                 f"pid {tmp}/nginx.pid;\nerror_log {tmp}/logs/error.log;\nevents {{}}\nhttp {{\n"
                 f"client_body_temp_path {tmp}/b; fastcgi_temp_path {tmp}/f; proxy_temp_path {tmp}/p;\n"
                 f"uwsgi_temp_path {tmp}/u; scgi_temp_path {tmp}/s;\ninclude {tmp}/site.conf;\n}}\n")

@@ -126,10 +126,13 @@ class InstalledFiles(unittest.TestCase):
             ("/run/fcgibilling", "fcgibilling", "fcgibilling", 0o711),
             ("/run/fcgibilling/metrics", "fcgibilling", "fcgibilling", 0o750),
             ("/run/fcgibilling-rpc", "fcgibilling-rpc", "fcgibilling-admin", 0o2750),
+            ("/run/fcgibilling-live", "root", "fcgibilling-rpc", 0o750),
             ("/usr/lib/tmpfiles.d/fcgibilling.conf", "root", "root", 0o644),
             ("/etc/nginx/sites-available/fcgibilling", "root", "root", 0o644),
             ("/etc/nginx/fcgibilling_fastcgi_params.conf", "root", "root", 0o644),
             ("/etc/nginx/fcgibilling_errors.conf", "root", "root", 0o644),
+            ("/etc/nginx/fcgibilling_live.conf", "root", "root", 0o644),
+            ("/etc/nginx/fcgibilling_live_publisher.conf", "root", "root", 0o644),
             ("/etc/logrotate.d/fcgibilling", "root", "root", 0o644),
         ]
         expected += [(f"/etc/fcgibilling/secrets/{name}", "root", "root", 0o600) for name in SECRETS]
