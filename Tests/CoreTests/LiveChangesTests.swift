@@ -59,4 +59,20 @@ import Testing
             #expect(throws: ConfigurationError.self) { try BillingConfiguration(json: ["live": bad]) }
         }
     }
+
+    @Test func nchansStatusPageGivesChannelsAndSubscribers() {
+        let page = """
+            total published messages: 12
+            stored messages: 3
+            shared memory used: 16K
+            shared memory limit: 131072K
+            channels: 4
+            subscribers: 400
+            redis pending commands: 0
+
+            """
+        #expect(LivePublisherSocket.parseStatus(page) == .init(channels: 4, subscribers: 400))
+        #expect(LivePublisherSocket.parseStatus("<html>404 Not Found</html>") == nil)
+        #expect(LivePublisherSocket.parseStatus("channels: 4\n") == nil)
+    }
 }

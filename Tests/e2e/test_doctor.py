@@ -2,14 +2,16 @@
 then each piece is broken on its own — in a copy of the configuration or a copy of the
 migrations, never in the running stack — and the doctor names that check ✗ with a fix,
 passes the others, and exits 1."""
+import base64
 import json
 import os
 import shutil
 import subprocess
 import tempfile
 import unittest
+import uuid
 
-from harness.billing import HTTP_BASE, REPO, VAR_DIR
+from harness.billing import HTTP_BASE, REPO, VAR_DIR, sql, sql_string
 
 BIN_DIR = os.path.dirname(os.environ.get("BILLING_RPC_BINARY", os.path.join(REPO, ".build/release/billing-rpc")))
 CONFIG = os.path.join(VAR_DIR, "billing.json")
@@ -61,7 +63,7 @@ class Doctor(unittest.TestCase):
         status, checks, r = doctor()
         self.assertEqual(status, 0, r.stdout + r.stderr)
         for name in ["configuration", "secret files", "database", "database grants", "migrations", "clock", "disk space",
-                     "workers", "through nginx", "token keys", "App Store roots"]:
+                     "workers", "through nginx", "token keys", "App Store roots", "webhook endpoints", "live changes"]:
             with self.subTest(check=name):
                 self.assertTrue(checks[name]["ok"], checks.get(name))
         # The plain output: one line each, and the verdict.
@@ -69,6 +71,36 @@ class Doctor(unittest.TestCase):
                                capture_output=True, text=True, timeout=120)
         self.assertTrue(all(line.startswith("✓") for line in plain.stdout.splitlines()[:-1]), plain.stdout)
         self.assertRegex(plain.stdout.splitlines()[-1], r"^all \d+ checks pass$")
+        self.assertRegex(checks["live changes"]["detail"], r"^nchan answers on /\S+/nchan\.sock: \d+ channels, \d+ apps waiting$")
+        self.assertEqual(checks["webhook endpoints"]["detail"], "none configured (webhooks.endpoints)")
+
+    def test_live_changes_without_nchan_listening(self):
+        absent = os.path.join(self.tmp, "nchan.sock")
+        status, checks, _ = doctor(self.write_config(lambda c: c.setdefault("live", {}).update(publisherSocket=absent)))
+        self.assert_only_failing(checks, "live changes", status)
+        self.assertIn(absent, checks["live changes"]["detail"])
+        self.assertIn("libnginx-mod-nchan", checks["live changes"]["fix"])
+
+    def test_a_webhook_endpoint_with_a_delivery_failed_for_good(self):
+        endpoint = "doctor-" + uuid.uuid4().hex[:8]
+        secret = "whsec_" + base64.b64encode(os.urandom(32)).decode()
+        config = self.write_config(lambda c: c.setdefault("webhooks", {}).update(
+            endpoints=[{"id": endpoint, "url": "https://127.0.0.1:9/hooks", "secret": secret}]))
+        # The stack's own billing-rpc has no endpoints: what it queued is not this test's.
+        sql("UPDATE billing_outbox SET fanned_out_at = UTC_TIMESTAMP(3) WHERE fanned_out_at IS NULL")
+        status, checks, r = doctor(config)
+        self.assertEqual(status, 0, r.stdout)
+        self.assertEqual(checks["webhook endpoints"]["detail"], f"{endpoint} up to date")
+        user = str(uuid.uuid4())
+        outbox = sql(f"INSERT INTO billing_outbox (user_id, type, revision, data, created_at, fanned_out_at) VALUES "
+                     f"({sql_string(user)}, 'access.changed', 1, '{{}}', UTC_TIMESTAMP(3), UTC_TIMESTAMP(3)) RETURNING id")[0][0]
+        self.addCleanup(sql, f"DELETE FROM billing_outbox WHERE id = {int(outbox)}")
+        sql(f"INSERT INTO billing_webhook_deliveries (endpoint_id, outbox_id, user_id, status, attempts, next_attempt_at, created_at) "
+            f"VALUES ({sql_string(endpoint)}, {int(outbox)}, {sql_string(user)}, 'failed', 30, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))")
+        status, checks, _ = doctor(config)
+        self.assert_only_failing(checks, "webhook endpoints", status)
+        self.assertEqual(checks["webhook endpoints"]["detail"], f"{endpoint}: 1 failed for good")
+        self.assertIn(f"webhooks.deliveries --endpointId {endpoint} --status failed", checks["webhook endpoints"]["fix"])
 
     def test_a_secret_others_can_read(self):
         with open(os.path.join(VAR_DIR, "secrets", "db-password")) as f:

@@ -51,9 +51,11 @@ struct Doctor {
             checks.append(migrations(db))
             checks.append(clock(db))
             checks.append(diskSpace(db))
+            checks.append(webhookEndpoints(configuration.webhooks, db))
         }
         checks.append(workers(configuration))
         if let url { checks.append(throughNginx(url)) }
+        checks.append(liveChanges(configuration.live))
         checks.append(tokenKeys(configuration))
         checks.append(appleRoots(configuration))
         if configuration.apple.serverApi.isConfigured { checks.append(appStoreKey(configuration)) }
@@ -258,6 +260,77 @@ struct Doctor {
             return Check(name: "through nginx", ok: true, detail: "\(url) answers, database ok", fix: nil)
         } catch {
             return Check(name: "through nginx", ok: false, detail: "\(url): \(error)", fix: "systemctl status nginx; nginx -t")
+        }
+    }
+
+    // MARK: - Announcing changes
+
+    /// A pending delivery older than this, or an outbox row not fanned out for longer, is
+    /// a failure: an endpoint down for an hour, or no dispatcher running.
+    static let maxWebhookLagSeconds: Int64 = 3_600
+    static let maxOutboxQueuedSeconds: Int64 = 300
+
+    /// The configured webhook endpoints: none failed for good, none an hour behind, and the
+    /// outbox fanned out (a billing-rpc with these endpoints is running). Read from the same
+    /// database gauges `/metrics` serves.
+    func webhookEndpoints(_ webhooks: BillingConfiguration.Webhooks, _ db: DatabaseConnection) -> Check {
+        let name = "webhook endpoints"
+        let samples = DatabaseGauges.samples(db, now: now)
+        guard samples.contains(where: { $0.name == "billing_database_gauges_up" && $0.value == 1 }) else {
+            return Check(name: name, ok: false, detail: "cannot read the deliveries", fix: nil)
+        }
+        func gauge(_ metric: String, _ endpoint: String) -> Int64? {
+            samples.first { $0.name == metric && $0.labels.contains { $0 == ("endpoint", endpoint) } }.map { Int64($0.value) }
+        }
+        guard !webhooks.endpoints.isEmpty else {
+            return Check(name: name, ok: true, detail: "none configured (webhooks.endpoints)", fix: nil)
+        }
+        var parts: [String] = []
+        var problems: [String] = []
+        var fixes: [String] = []
+        for endpoint in webhooks.endpoints {
+            guard let lag = gauge("billing_webhook_lag_seconds", endpoint.id) else {
+                parts.append("\(endpoint.id) up to date")
+                continue
+            }
+            let failed = gauge("billing_webhook_failed", endpoint.id) ?? 0
+            parts.append("\(endpoint.id) \(gauge("billing_webhook_retrying", endpoint.id) ?? 0) retrying, \(failed) failed, lag \(lag) s")
+            if failed > 0 {
+                problems.append("\(endpoint.id): \(failed) failed for good")
+                fixes.append("billing-admin webhooks.deliveries --endpointId \(endpoint.id) --status failed, then webhooks.replay")
+            }
+            if lag > Self.maxWebhookLagSeconds {
+                problems.append("\(endpoint.id): its oldest pending delivery waits \(lag) s")
+                fixes.append("is \(endpoint.url) up? billing-admin webhooks.list shows its last error")
+            }
+        }
+        if let queued = samples.first(where: { $0.name == "billing_outbox_queued_seconds" }).map({ Int64($0.value) }),
+            queued > Self.maxOutboxQueuedSeconds
+        {
+            problems.append("the outbox's oldest change waits \(queued) s to be fanned out")
+            fixes.append("start billing-rpc with these webhooks.endpoints (systemctl status billing-rpc)")
+        }
+        guard problems.isEmpty else {
+            return Check(name: name, ok: false, detail: problems.joined(separator: "; "), fix: fixes.joined(separator: "; "))
+        }
+        return Check(name: name, ok: true, detail: parts.joined(separator: "; "), fix: nil)
+    }
+
+    /// Live changes: nchan answers on `live.publisherSocket` (or live changes are off).
+    func liveChanges(_ live: BillingConfiguration.Live) -> Check {
+        guard let publisher = LivePublisherSocket(live) else {
+            return Check(
+                name: "live changes", ok: true, detail: "off (live.publisherSocket unset): apps poll GET /billing/access", fix: nil)
+        }
+        do {
+            let status = try publisher.status()
+            return Check(
+                name: "live changes", ok: true,
+                detail: "nchan answers on \(publisher.path): \(status.channels) channels, \(status.subscribers) apps waiting", fix: nil)
+        } catch {
+            return Check(
+                name: "live changes", ok: false, detail: "\(publisher.path): \(error)",
+                fix: "nginx -t; is libnginx-mod-nchan installed and the site's publisher server listening on \(publisher.path)?")
         }
     }
 

@@ -11,6 +11,8 @@ enum LiveChannel {
     static let publishPath = "/_billing/publish/"
     static let pollPath = "/_billing/changes/poll/"
     static let streamPath = "/_billing/changes/stream/"
+    /// nchan's counters (`nchan_stub_status`), on the publisher socket only: the doctor's.
+    static let statusPath = "/_billing/status"
 
     /// How long nchan keeps a channel's messages (`nchan_message_timeout`): an older change
     /// is not published (a waiting app meets it through its revision instead).
@@ -74,6 +76,35 @@ struct LivePublisherSocket: Sendable {
         case 404: return false
         default: throw LivePublishError(message: "nchan answered HTTP \(response.status) to the channel's deletion")
         }
+    }
+}
+
+extension LivePublisherSocket {
+    /// What nchan tells of itself: its channels and waiting subscribers, of this nginx host.
+    struct Status: Sendable, Equatable {
+        var channels: Int
+        var subscribers: Int
+    }
+
+    func status() throws -> Status {
+        let response = try client.get("http://localhost" + LiveChannel.statusPath, headers: [])
+        guard response.status == 200 else { throw LivePublishError(message: "nchan's status answered HTTP \(response.status)") }
+        guard let status = Self.parseStatus(String(decoding: response.body, as: UTF8.self)) else {
+            throw LivePublishError(message: "the status page is not nchan's (no channels and subscribers lines)")
+        }
+        return status
+    }
+
+    /// `nchan_stub_status`'s text: `name: value` lines, `channels: 3` and `subscribers: 7` among them.
+    static func parseStatus(_ text: String) -> Status? {
+        var values: [Substring: Int] = [:]
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, let value = Int(String(parts[1].filter { $0 != " " && $0 != "\t" })) else { continue }
+            values[parts[0]] = value
+        }
+        guard let channels = values["channels"], let subscribers = values["subscribers"] else { return nil }
+        return Status(channels: channels, subscribers: subscribers)
     }
 }
 
