@@ -135,4 +135,47 @@ import Testing
             #expect(try Self.rows(user, on: db).map(\.revision) == [1, 3])
         }
     }
+
+    /// The fan-out skips an outbox row another transaction holds (another dispatcher's pass,
+    /// the live publisher marking it published): then every later row of that user waits
+    /// with it, whichever of his rows is held, or his deliveries would be made, and sent,
+    /// out of revision order. Another user's rows go on.
+    @Test(arguments: [0, 1, 2])
+    func aRowHeldElsewhereHoldsBackItsUsersLaterRowsOnly(held: Int) throws {
+        try withTestDatabase { configuration, _ in
+            let db = DatabaseConnection(configuration: configuration)
+            _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: db)
+            let now = Self.base
+            let (user, other) = (UUID().uuidString.lowercased(), UUID().uuidString.lowercased())
+            for u in [user, other] { try UserDirectory.ensureKnown(u, source: .token, createdAt: now, now: now, on: db) }
+            for u in [user, user, other, user] {
+                try db.transaction { db in try GrantStore.bumpRevision(userId: u, now: now, on: db) }
+            }
+            let ids = try db.query("SELECT id FROM billing_outbox WHERE user_id = \(user) ORDER BY id").map { try $0.uint64("id") }
+            #expect(ids.count == 3)
+            let endpoint = BillingConfiguration.Webhooks.Endpoint(
+                id: "crm", url: "https://crm.example/hooks", secret: "s", events: ["access.changed"])
+            func delivered(_ u: String) throws -> [UInt64] {
+                try db.query("SELECT outbox_id FROM billing_webhook_deliveries WHERE user_id = \(u) ORDER BY outbox_id").map {
+                    try $0.uint64("outbox_id")
+                }
+            }
+            let holder = DatabaseConnection(configuration: configuration)
+            try holder.transaction { holder in
+                _ = try holder.query("SELECT id FROM billing_outbox WHERE id = \(ids[held]) FOR UPDATE")
+                _ = try WebhookDeliveries.fanOut(endpoints: [endpoint], limit: 200, now: now, on: db)
+            }
+            #expect(try delivered(user) == Array(ids[..<held]), "his rows before the held one only")
+            #expect(try delivered(other).count == 1, "another user's row goes on")
+            _ = try WebhookDeliveries.fanOut(endpoints: [endpoint], limit: 200, now: now, on: db)
+            #expect(try delivered(user) == ids)
+            // Sent one at a time, in revision order.
+            var sent: [UInt64] = []
+            while let due = try WebhookDeliveries.due(endpointId: "crm", limit: 10, now: now, on: db).first(where: { ids.contains($0.outboxId) }) {
+                sent.append(due.outboxId)
+                try WebhookDeliveries.record(.delivered(status: 200), of: due, now: now, on: db)
+            }
+            #expect(sent == ids)
+        }
+    }
 }

@@ -17,17 +17,21 @@ enum WebhookDeliveries {
 
     /// Gives the outbox rows not yet fanned out (committed ones only: the dispatcher's
     /// transaction cannot see the others, which it meets on a later pass) one delivery per
-    /// endpoint subscribed to their type, and marks them. Rows locked by another dispatcher
-    /// are skipped. Answers how many rows it took.
+    /// endpoint subscribed to their type, and marks them. Rows locked by another transaction
+    /// (another dispatcher's pass, the live publisher marking them) are skipped, and with
+    /// them every later row of their users: a user's rows are fanned out in id order, so
+    /// his deliveries are made, and sent, in revision order. Answers how many rows it took.
     static func fanOut(
         endpoints: [BillingConfiguration.Webhooks.Endpoint], limit: Int, now: Timestamp, on db: DatabaseConnection
     ) throws -> Int {
         try db.transaction(retries: 3) { db in
-            let rows = try db.query(
+            let locked = try db.query(
                 """
                 SELECT id, user_id, type FROM billing_outbox WHERE fanned_out_at IS NULL
                 ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED
                 """)
+            guard !locked.isEmpty else { return 0 }
+            let rows = try inUserOrder(locked, on: db)
             guard !rows.isEmpty else { return 0 }
             var ids: [SQLValue] = []
             for row in rows {
@@ -42,8 +46,32 @@ enum WebhookDeliveries {
                         """)
                 }
             }
-            try db.execute("UPDATE billing_outbox SET fanned_out_at = \(now) WHERE id IN (\(list: ids))")
+            // By primary key only: a scan (the optimizer's choice on a small table) would wait on
+            // the rows skipped above.
+            try db.execute("UPDATE billing_outbox FORCE INDEX (PRIMARY) SET fanned_out_at = \(now) WHERE id IN (\(list: ids))")
             return rows.count
+        }
+    }
+
+    /// The rows of `taken` (locked, in id order) that no earlier row of their user still
+    /// waits for: his rows up to the first one of his not fanned out that `taken` lacks (by a
+    /// consistent read, which sees another pass's rows as not fanned out until it commits).
+    private static func inUserOrder(_ taken: [SQLRow], on db: DatabaseConnection) throws -> [SQLRow] {
+        var users: [String: [UInt64]] = [:]
+        for row in taken { users[try row.string("user_id"), default: []].append(try row.uint64("id")) }
+        var gap: [String: UInt64] = [:]
+        for (user, ids) in users {
+            let waiting = try db.query(
+                """
+                SELECT id FROM billing_outbox WHERE user_id = \(user) AND fanned_out_at IS NULL AND id <= \(ids.last ?? 0) ORDER BY id
+                """
+            ).map { (row) throws(DatabaseError) -> UInt64 in try row.uint64("id") }
+            let mine = Set(ids)
+            if let first = waiting.first(where: { !mine.contains($0) }) { gap[user] = first }
+        }
+        return try taken.filter { row in
+            guard let first = gap[try row.string("user_id")] else { return true }
+            return try row.uint64("id") < first
         }
     }
 
