@@ -72,6 +72,10 @@ class FakeWebhookReceiver:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
+                if len(body) < length:
+                    # The sender went away mid-request (killed): nothing was delivered.
+                    self.close_connection = True
+                    return
                 status = fake._take(body, {k.lower(): v for k, v in self.headers.items()})
                 if fake.hang_seconds and fake._stopping.wait(fake.hang_seconds):
                     self.close_connection = True

@@ -23,7 +23,12 @@ Phases (each can be skipped with --skip NAME):
             arrive (some before he is known). Then: every acknowledged event is in the inbox
             exactly once, every pull was recorded and its events applied, and every user's
             snapshot equals the serial replay of the same distinct events (and the same pull,
-            after them) into a shadow user (for a pair, two shadow users).
+            after them) into a shadow user (for a pair, two shadow users). And the outbox
+            sent on (SPEC §16): a billing-rpc of its own with one HTTPS endpoint (a local
+            receiver verifying each delivery with the Standard Webhooks library) is killed -9
+            every --dispatch-kill-every seconds from the storm's start to the replay's end and
+            started again at once; then every access.changed row reached the endpoint, each
+            revision at least once, each user's in revision order.
   rolling   `scripts/workerctl restart all` under load: zero failed requests.
   dbkill    MariaDB killed -9 under load, restarted: fast 503s while down (no request slower
             than the connect timeout + slack), workers recover without a restart, nothing
@@ -502,6 +507,31 @@ def pulled_entries(F, specs, request_ms):
     return [entry, F.entitlement(product.split(".")[1], product, last["period_start"], last["expires"])]
 
 
+def start_billing_rpc(binary, config, env, socket_path, log_file):
+    """A billing-rpc of the storm's own on `socket_path`: its process once it listens."""
+    if os.path.exists(socket_path):
+        os.unlink(socket_path)
+    proc = subprocess.Popen([os.path.join(binary, "billing-rpc"), "--config", config, "--log-file", log_file],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 15
+    while not os.path.exists(socket_path) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not os.path.exists(socket_path):
+        stop_billing_rpc(proc)
+        raise RuntimeError("a billing-rpc of the storm's own did not start")
+    return proc
+
+
+def stop_billing_rpc(proc):
+    """SIGTERM, as systemd stops it; SIGKILL after 30 s."""
+    if proc and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 class Puller:
     """A billing-rpc of the storm's own: the stack's binary and configuration, on a private
     socket, its sweeper off, pointed at a local HTTPS fake of RevenueCat's REST API."""
@@ -515,13 +545,10 @@ class Puller:
         base_env, config, binary = stack.daemon_setup()
         env = dict(base_env, BILLING__admin__socket=self.socket, BILLING__reconcile__sweepEverySeconds="0",
                    BILLING__revenuecat__timeoutSeconds="10", **self.fake.overrides())
-        self.proc = subprocess.Popen([os.path.join(binary, "billing-rpc"), "--config", config, "--log-file", self.log],
-                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 15
-        while not os.path.exists(self.socket) and self.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not os.path.exists(self.socket):
-            self.stop()
+        try:
+            self.proc = start_billing_rpc(binary, config, env, self.socket, self.log)
+        except RuntimeError:
+            self.fake.stop()
             raise SystemExit("torture: the puller's billing-rpc did not start")
 
     def reconcile(self, user):
@@ -534,13 +561,69 @@ class Puller:
         return reply["result"].get("revenuecat", {}).get("outcome", "absent")
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_billing_rpc(self.proc)
         self.fake.stop()
+
+
+class Dispatcher:
+    """A billing-rpc of the storm's own that sends the outbox to one HTTPS endpoint (SPEC §16):
+    the stack's binary and configuration, on a private socket, its sweeper and live publisher
+    off, `webhooks.endpoints` a local receiver that verifies every delivery with the Standard
+    Webhooks library (Tests/harness/fake_webhook_receiver.py). It is killed -9 while deliveries
+    are pending and started again at once (systemd's Restart=always), again and again."""
+
+    def __init__(self, stack, directory):
+        receiver = harness("fake_webhook_receiver")
+        os.makedirs(directory, exist_ok=True)
+        self.stack = stack
+        self.receiver = receiver.FakeWebhookReceiver(directory, "storm", receiver.tls_files(directory))
+        self.socket = os.path.join(directory, "dispatcher.sock")
+        self.log = os.path.join(directory, "dispatcher.log")
+        base_env, self.config, self.binary = stack.daemon_setup()
+        self.env = dict(base_env, BILLING__admin__socket=self.socket, BILLING__reconcile__sweepEverySeconds="0",
+                        BILLING__live__publisherSocket="", BILLING__webhooks__caFile=self.receiver.ca_file,
+                        BILLING__webhooks__endpoints=json.dumps([self.receiver.endpoint(["access.changed"])]),
+                        BILLING__webhooks__timeoutSeconds="5", BILLING__webhooks__connectTimeoutSeconds="2")
+        self.kills = 0
+        self.kills_mid_dispatch = 0
+        self.proc = None
+        # The run's changes are the rows after this one (a kept var dir holds older runs').
+        self.first_id = int(stack.sql("SELECT COALESCE(MAX(id), 0) FROM billing_outbox")[0][0])
+        self.start()
+
+    def start(self):
+        self.proc = start_billing_rpc(self.binary, self.config, self.env, self.socket, self.log)
+
+    def pending(self):
+        """Outbox rows not fanned out plus deliveries not yet acknowledged."""
+        rows = self.stack.sql("SELECT (SELECT COUNT(*) FROM billing_outbox WHERE fanned_out_at IS NULL AND type = 'access.changed'), "
+                              "(SELECT COUNT(*) FROM billing_webhook_deliveries WHERE endpoint_id = 'storm' AND status <> 'delivered')")
+        return int(rows[0][0]) + int(rows[0][1])
+
+    def killer(self, stop, every):
+        """kill -9 every `every` seconds, then started again at once; counts the kills that
+        came while deliveries were pending (received before, and still to send)."""
+        while not stop.wait(every):
+            mid = len(self.receiver.received) > 0 and self.pending() > 0
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+            self.kills += 1
+            self.kills_mid_dispatch += mid
+            try:
+                self.start()
+            except RuntimeError as e:
+                log(f"dispatcher: {e}")
+                return
+
+    def drain(self, seconds):
+        deadline = time.monotonic() + seconds
+        while self.pending() > 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return self.pending()
+
+    def stop(self):
+        stop_billing_rpc(self.proc)
+        self.receiver.stop()
 
 
 def shadow(spec, shadows):
@@ -698,6 +781,14 @@ class Torture:
         self.rng.shuffle(pull_order)
         pull_outcomes = collections.Counter()
 
+        # The outbox sent to an endpoint by a billing-rpc killed -9 again and again, from the
+        # storm's start until its serial replay is over (scripts/torture's; the cluster's
+        # storm, without --dispatch-kill-every, leaves it out).
+        kill_every = getattr(self.args, "dispatch_kill_every", None)
+        dispatcher = Dispatcher(self.stack, os.path.join(self.stack.var_dir, "dispatcher")) if kill_every is not None else None
+        dispatch_stop = threading.Event()
+        dispatch_killer = threading.Thread(target=dispatcher.killer, args=(dispatch_stop, kill_every), daemon=True) if dispatcher else None
+
         stats = Stats()
         work = queue.Queue()
         for d in deliveries:
@@ -733,6 +824,8 @@ class Torture:
         started = time.monotonic()
         for t in helpers:
             t.start()
+        if dispatcher and kill_every > 0:
+            dispatch_killer.start()
         senders = [threading.Thread(target=sender, daemon=True) for _ in range(p["senders"])]
         senders.append(threading.Thread(target=latecomer, daemon=True))
         senders.append(threading.Thread(target=pulling, daemon=True))
@@ -790,6 +883,14 @@ class Torture:
         # Every user known now: the rest of them claim their unmatched events.
         for u in users:
             self.get_access(c, u)
+        if dispatcher:
+            dispatch_stop.set()
+            if dispatch_killer.is_alive():
+                dispatch_killer.join(timeout=60)
+            try:
+                self.check_dispatch(dispatcher, kill_every)
+            finally:
+                dispatcher.stop()
 
         ids = {key(s) for s in events}
         stats.ids = ids
@@ -857,6 +958,39 @@ class Torture:
         pulled = self.stack.sql("SELECT status, COUNT(*) FROM billing_events WHERE provider = 'revenuecat_pull' GROUP BY status")
         self.report["storm"]["pulled_statuses"] = {r[0]: int(r[1]) for r in pulled}
         self.check(pulled and all(r[0] == "applied" for r in pulled), f"storm: every pulled event applied at the end ({dict(pulled)})")
+
+    def check_dispatch(self, dispatcher, kill_every):
+        """Every access.changed the outbox holds reached the endpoint, each revision at least
+        once, a user's in revision order; a kill -9 lost none of them."""
+        left = dispatcher.drain(120)
+        outbox = {int(r[0]): (r[1], int(r[2])) for r in self.stack.sql(
+            f"SELECT id, user_id, revision FROM billing_outbox WHERE type = 'access.changed' AND id > {dispatcher.first_id}")}
+        unfanned = int(self.stack.sql("SELECT COUNT(*) FROM billing_outbox WHERE type = 'access.changed' AND fanned_out_at IS NULL")[0][0])
+        received = list(dispatcher.receiver.received)
+        ids = collections.Counter(int(r["id"]) for r in received)
+        missing = sorted(set(outbox) - set(ids))
+        per_user = collections.defaultdict(list)
+        for r in received:
+            per_user[r["data"]["userId"]].append(r["data"]["revision"])
+        disorder = [(u, revs) for u, revs in per_user.items() if any(b < a for a, b in zip(revs, revs[1:]))]
+        # The body is the outbox row: the webhook-id's row, its user and revision.
+        unlike = [r["id"] for r in received
+                  if outbox.get(int(r["id"])) is not None and outbox[int(r["id"])] != (r["data"]["userId"], r["data"]["revision"])]
+        again = sum(n - 1 for n in ids.values())
+        self.report["dispatch"] = {"outbox_rows": len(outbox), "received": len(received), "sent_again": again, "missing": len(missing),
+                                   "kills": dispatcher.kills, "kills_mid_dispatch": dispatcher.kills_mid_dispatch,
+                                   "users": len(per_user), "left_pending": left, "attempts": len(dispatcher.receiver.attempts)}
+        log(f"dispatch: {len(outbox)} access.changed rows, {len(received)} deliveries received ({again} sent again after a kill) "
+            f"for {len(per_user)} users; dispatcher killed -9 {dispatcher.kills} times, {dispatcher.kills_mid_dispatch} of them mid-dispatch")
+        self.check(left == 0 and unfanned == 0, f"dispatch: the outbox drained after the storm (pending {left}, not fanned out {unfanned})")
+        self.check(len(outbox) > 0 and not missing,
+                   f"dispatch: every access.changed reached the endpoint ({len(outbox) - len(missing)}/{len(outbox)}; missing {missing[:5]})")
+        self.check(not disorder, f"dispatch: each user's revisions arrived in order ({len(per_user) - len(disorder)}/{len(per_user)}; "
+                                 f"first out of order {disorder[:1]})")
+        self.check(not unlike, f"dispatch: each delivery is its outbox row's user and revision ({unlike[:5]})")
+        self.check(not dispatcher.receiver.unverified, f"dispatch: every delivery verified ({len(dispatcher.receiver.unverified)} did not)")
+        self.check(kill_every <= 0 or dispatcher.kills_mid_dispatch > 0,
+                   f"dispatch: billing-rpc was killed -9 mid-dispatch ({dispatcher.kills_mid_dispatch} of {dispatcher.kills} kills)")
 
     def race(self, group, stats, deadline):
         """Sends the deliveries of one race group at the same instant, each from its own
@@ -1115,6 +1249,8 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--kill-every", type=float, default=2.0, help="seconds between worker kills in the storm (0: none)")
+    parser.add_argument("--dispatch-kill-every", type=float, default=1.0,
+                        help="seconds between kills -9 of the storm's webhook dispatcher (0: none)")
     parser.add_argument("--lock-seconds", type=int, default=10)
     parser.add_argument("--lock-wait", type=int, default=2, help="database.lockWaitTimeoutSeconds of the stack")
     parser.add_argument("--client-timeout", type=float, default=60, help="a request slower than this is a hang")
