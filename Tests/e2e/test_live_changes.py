@@ -7,7 +7,8 @@ one SSE event); a long poll and an SSE stream started before a purchase get the 
 a second of the webhook's 2xx; a stream gets successive changes in revision order and, after
 a reconnect with its Last-Event-ID, what it missed; 400 waiting clients leave every worker
 thread idle and /health answering, and each gets his own user's change only; bad requests
-get precise 4xx; the internal and publisher locations are not reachable from outside."""
+get precise 4xx; the internal and publisher locations are not reachable from outside; an
+erased user's channel is dropped and his waiting stream ends."""
 import http.client
 import json
 import os
@@ -268,6 +269,24 @@ class LiveChanges(unittest.TestCase):
             self.assertEqual(r.status, 404, path)
         r = request("POST", f"/_billing/publish/{channel}", body=b"{}", timeout=5)
         self.assertEqual(r.status, 404)
+
+    def test_erasing_a_user_drops_his_channel_and_ends_his_stream(self):
+        user = known_user()
+        grant(user)
+        revision = access(user)["revision"]
+        self.assertTrue(wait_until(lambda: sql(f"SELECT COUNT(*) FROM billing_outbox WHERE user_id = {sql_string(user)} "
+                                               "AND type = 'access.changed' AND published_at IS NULL") == [["0"]], 10))
+        before = subscribers()
+        stream = Stream(user, revision, timeout=10)
+        self.assertEqual(stream.status, 200)
+        wait_for_subscribers(before + 1)
+        reply = rpc("users.delete", {"userId": user, "actor": ACTOR, "reason": "e2e live erasure"})
+        self.assertIn("result", reply, reply)
+        self.assertEqual(reply["result"]["liveChannel"], "dropped", "the change nginx kept for him went with his channel")
+        self.assertIsNone(stream.next_event(), "his waiting stream ends, with no event")
+        stream.close()
+        again = rpc("users.delete", {"userId": user, "actor": ACTOR})["result"]
+        self.assertEqual((again["alreadyDeleted"], again["liveChannel"]), (True, "absent"))
 
     def test_the_outbox_notes_what_was_published(self):
         user = known_user()

@@ -68,11 +68,14 @@ struct LivePublisherSocket: Sendable {
     }
 
     /// Deletes `userId`'s channel (its kept changes, and his waiting connections closed):
-    /// true when there was one, false when there was none.
+    /// true when it held a change or a waiting app, false when there was nothing (no
+    /// channel, or one already emptied: nchan answers 200 for a while after a deletion).
     func dropChannel(of userId: String) throws -> Bool {
         let response = try client.delete(url(for: userId), headers: ["Accept: text/json"])
         switch response.status {
-        case 200: return true
+        case 200:
+            guard case .object(let info) = try? JSON.parse(response.body) else { return true }
+            return (info["messages"]?.intValue ?? 1) > 0 || (info["subscribers"]?.intValue ?? 1) > 0
         case 404: return false
         default: throw LivePublishError(message: "nchan answered HTTP \(response.status) to the channel's deletion")
         }
