@@ -75,4 +75,19 @@ import Testing
         #expect(LivePublisherSocket.parseStatus("<html>404 Not Found</html>") == nil)
         #expect(LivePublisherSocket.parseStatus("channels: 4\n") == nil)
     }
+
+    @Test func theOutboxIsOnUnlessNothingIsToBeAnnounced() throws {
+        #expect(try BillingConfiguration(json: [:]).database.writesOutbox)
+        let off = try BillingConfiguration(json: ["outbox": ["enabled": false], "live": ["publisherSocket": ""]])
+        #expect(!off.outbox.enabled && !off.database.writesOutbox)
+        let endpoint: JSON = ["id": "crm", "url": "https://crm.example/h", "secret": "whsec_AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="]
+        #expect(try BillingConfiguration(json: ["webhooks": ["endpoints": [endpoint]]]).outbox.enabled)
+        for bad: JSON in [
+            ["outbox": ["enabled": "no"]], ["outbox": ["enabled": false], "live": ["publisherSocket": "/run/x/nchan.sock"]],
+            ["outbox": ["enabled": false], "webhooks": ["endpoints": [endpoint]]],
+        ] {
+            let error = #expect(throws: ConfigurationError.self) { try BillingConfiguration(json: bad) }
+            #expect(error?.problems.contains { $0.hasPrefix("outbox.enabled: ") } == true, "\(String(describing: error))")
+        }
+    }
 }

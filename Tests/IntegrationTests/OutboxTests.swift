@@ -178,4 +178,26 @@ import Testing
             #expect(sent == ids)
         }
     }
+
+    /// `outbox.enabled` false: the same deliveries and grants change the access as before and
+    /// write no outbox row.
+    @Test func anInstallationThatAnnouncesNothingWritesNoRow() throws {
+        try withTestDatabase { configuration, _ in
+            var quiet = configuration
+            quiet.writesOutbox = false
+            let db = DatabaseConnection(configuration: quiet)
+            _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: db)
+            let user = UUID().uuidString.lowercased()
+            let now = Self.base.adding(milliseconds: 2 * 720 * Self.hour + Self.hour)
+            try UserDirectory.ensureKnown(user, source: .token, createdAt: Self.base, now: Self.base, on: db)
+            for event in (0..<3).map({ Self.renewal($0, user: user, sub: "sub-\(user)") }) {
+                _ = try EventIngestion.ingest(event, payload: ["id": .string(event.providerEventId)], subjectCandidates: [user], now: now, on: db)
+            }
+            try db.transaction { db in try GrantStore.bumpRevision(userId: user, now: now, on: db) }
+            let access = try #require(try db.queryOne("SELECT revision, tier FROM billing_access WHERE user_id = \(user)"))
+            #expect(try access.uint64("revision") == 4, "three changes of the subscription and a grant's")
+            #expect(try access.string("tier") == "plus")
+            #expect(try Self.rows(user, on: db).isEmpty)
+        }
+    }
 }

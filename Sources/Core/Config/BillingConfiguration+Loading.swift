@@ -218,6 +218,16 @@ extension BillingConfiguration {
             if live.publisherSocket?.isEmpty == true { live.publisherSocket = nil }
             if let socket = live.publisherSocket, !socket.hasPrefix("/") { r.problem("publisherSocket", "expected an absolute path") }
         }
+        reader.section("outbox") { r in r.bool("enabled", into: &outbox.enabled) }
+        database.writesOutbox = outbox.enabled
+        if !outbox.enabled {
+            if !webhooks.endpoints.isEmpty {
+                reader.problem("outbox.enabled", "false leaves webhooks.endpoints nothing to send: remove them, or enable the outbox")
+            }
+            if live.isEnabled {
+                reader.problem("outbox.enabled", "false leaves live.publisherSocket nothing to publish: unset it, or enable the outbox")
+            }
+        }
         reader.rejectUnknownKeys()
         if database.socket == nil && database.host.isEmpty { reader.problem("database", "set socket or host") }
         if database.tls != nil && database.socket != nil {

@@ -20,6 +20,7 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
     var reconcile = Reconcile()
     var webhooks = Webhooks()
     var live = Live()
+    var outbox = Outbox()
 
     init() {}
 
@@ -219,6 +220,16 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
             (1...64).contains(id.utf8.count)
                 && id.utf8.allSatisfy { (97...122).contains($0) || (48...57).contains($0) || $0 == 45 || $0 == 95 }
         }
+    }
+
+    /// The outbox (`outbox.*`, SPEC §16): on, every change of a user's access and every
+    /// applied event is written to `billing_outbox` in its transaction, for the webhooks and
+    /// live changes. Off (`enabled: false`), nothing is written, nothing can be announced
+    /// (neither `webhooks.endpoints` nor `live.publisherSocket` may be set), and ingestion
+    /// saves the outbox's two statements a transaction (docs/performance.md).
+    struct Outbox: Sendable, Equatable {
+        var enabled = true
+        init() {}
     }
 
     /// Live changes for the app (`live.*`, SPEC §16): `GET /billing/access/changes` waits in

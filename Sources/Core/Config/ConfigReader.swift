@@ -154,6 +154,11 @@ struct ConfigReader {
         }
     }
 
+    mutating func bool(_ name: String, into target: inout Bool) {
+        guard let value = take(name) else { return }
+        if case .bool(let v) = value { target = v } else { problem(name, "expected true or false") }
+    }
+
     mutating func stringArray(_ name: String, into target: inout [String]) {
         guard let value = take(name) else { return }
         if let array = value.arrayValue, let strings = Optional(array.compactMap(\.stringValue)), strings.count == array.count {

@@ -16,6 +16,9 @@ struct DatabaseConfiguration: Sendable, Equatable {
     var lockWaitTimeoutSeconds: Int
     /// TLS on the TCP connection (`database.tls`); nil: none, as over the socket.
     var tls: TLS?
+    /// Whether the write path writes the outbox (`outbox.enabled`, set from there, not a
+    /// `database` key): false, an installation that announces nothing saves its cost.
+    var writesOutbox = true
 
     /// `database.tls`: the connection is encrypted and the server's certificate verified
     /// (its chain against `caFile`, and its name against `host`), or there is no connection:

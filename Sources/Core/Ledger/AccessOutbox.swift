@@ -1,6 +1,7 @@
 /// The transactional outbox (SPEC §16, table `billing_outbox`): what the rest of the world
 /// learns of a user's access is written here, in the transaction that changed it, and only
-/// here. billing-rpc's dispatcher (`WebhookDispatcher`) reads it after commit.
+/// here. billing-rpc's dispatcher (`WebhookDispatcher`) reads it after commit. With
+/// `outbox.enabled` false (the connection's `writesOutbox`) nothing is written.
 ///
 /// Rows are gathered along the transaction and written just before its COMMIT
 /// (`beforeCommit`) in one statement, one `access.changed` per changed user however often he
@@ -15,6 +16,7 @@ enum AccessOutbox {
     /// `userId`'s effective access changed in the open transaction (his revision moved):
     /// an `access.changed` row is written before its COMMIT with the access as committed.
     static func accessChanged(_ userId: String, now: Timestamp, on db: DatabaseConnection) throws(DatabaseError) {
+        guard db.configuration.writesOutbox else { return }
         let pending = try self.pending(on: db)
         if pending.changed.insert(userId).inserted { pending.rows.append(.changed(userId: userId, now: now)) }
     }
@@ -25,6 +27,7 @@ enum AccessOutbox {
     static func eventApplied(_ event: StoreEvent, eventId: UInt64, userId: String, now: Timestamp, on db: DatabaseConnection)
         throws(DatabaseError)
     {
+        guard db.configuration.writesOutbox else { return }
         try pending(on: db).rows.append(.applied(event, eventId: eventId, userId: userId, now: now))
     }
 
