@@ -208,13 +208,19 @@ class Webhooks(unittest.TestCase):
                 self.assertIn("error", reply, reply)
                 self.assertEqual(reply["error"]["code"], code, reply)
 
-    def test_the_metrics_tell_each_endpoints_lag_retries_and_failures(self):
+    def test_the_metrics_tell_each_endpoints_lag_retries_attempts_and_failures(self):
         user = known_user()
         self.purchase(user)
         queued = "SELECT COUNT(*) FROM billing_webhook_deliveries WHERE endpoint_id = 'slow' AND user_id = " + sql_string(user)
         self.assertTrue(wait_until(lambda: sql(queued) == [["1"]], 10), "the change is queued for the hanging endpoint")
         time.sleep(1.5)
+        attempts = ("SELECT COALESCE(SUM(attempts), 0) FROM billing_webhook_deliveries WHERE endpoint_id = 'slow' "
+                    "AND status IN ('pending', 'failed')")
+        before = int(sql(attempts)[0][0])
         text = request("GET", "/metrics").body.decode()
+        after = int(sql(attempts)[0][0])
+        self.assertTrue(before <= sample(text, "billing_webhook_attempts", endpoint="slow") <= after,
+                        (before, sample(text, "billing_webhook_attempts", endpoint="slow"), after))
         self.assertGreaterEqual(sample(text, "billing_webhook_lag_seconds", endpoint="slow"), 1, "its oldest pending delivery waits")
         self.assertIsNotNone(sample(text, "billing_webhook_retrying", endpoint="slow"))
         self.assertIsNotNone(sample(text, "billing_webhook_failed", endpoint="slow"))

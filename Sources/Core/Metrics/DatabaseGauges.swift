@@ -8,8 +8,9 @@
 /// - `billing_reconcile_lag_seconds{provider}`: how long the most overdue pull has been due
 ///   (0 when none is): the sweeper falling behind, or stopped;
 /// - `billing_webhook_lag_seconds{endpoint}`, `billing_webhook_retrying{endpoint}`,
-///   `billing_webhook_failed{endpoint}`: per endpoint with deliveries, how long its oldest
-///   pending delivery has waited, how many are being retried, how many failed for good;
+///   `billing_webhook_failed{endpoint}`, `billing_webhook_attempts{endpoint}`: per endpoint
+///   with deliveries not delivered, how long its oldest pending delivery has waited, how
+///   many are being retried, how many failed for good, and the attempts spent on them;
 /// - `billing_outbox_queued_seconds`: how long the oldest outbox row not fanned out has
 ///   waited (0 when none): no billing-rpc with endpoints is running, or it fell behind;
 /// - `billing_database_gauges_up`: 1 when the queries answered (0: the gauges above are absent).
@@ -30,6 +31,9 @@ enum DatabaseGauges {
             help: "How long the endpoint's oldest pending webhook delivery has waited (0: none pending)."),
         .init(name: "billing_webhook_retrying", type: "gauge", help: "Webhook deliveries of the endpoint failed at least once and retried."),
         .init(name: "billing_webhook_failed", type: "gauge", help: "Webhook deliveries of the endpoint that failed for good (webhooks.replay)."),
+        .init(
+            name: "billing_webhook_attempts", type: "gauge",
+            help: "Attempts made for the endpoint's deliveries not delivered yet (pending or failed)."),
         .init(
             name: "billing_outbox_queued_seconds", type: "gauge",
             help: "How long the oldest outbox row not yet fanned out to the webhook endpoints has waited (0: none)."),
@@ -64,7 +68,8 @@ enum DatabaseGauges {
             for row in try db.query(
                 """
                 SELECT endpoint_id, MIN(IF(status = 'pending', created_at, NULL)) AS oldest,
-                  SUM(status = 'pending' AND attempts > 0) AS retrying, SUM(status = 'failed') AS failed
+                  SUM(status = 'pending' AND attempts > 0) AS retrying, SUM(status = 'failed') AS failed,
+                  SUM(attempts) AS attempts
                 FROM billing_webhook_deliveries WHERE status IN ('pending', 'failed') GROUP BY endpoint_id
                 """)
             {
@@ -74,6 +79,7 @@ enum DatabaseGauges {
                     MetricSample("billing_webhook_lag_seconds", ["endpoint": endpoint], oldest.map { max(0, seconds(now, since: $0)) } ?? 0))
                 samples.append(MetricSample("billing_webhook_retrying", ["endpoint": endpoint], Double(try row.optionalInt64("retrying") ?? 0)))
                 samples.append(MetricSample("billing_webhook_failed", ["endpoint": endpoint], Double(try row.optionalInt64("failed") ?? 0)))
+                samples.append(MetricSample("billing_webhook_attempts", ["endpoint": endpoint], Double(try row.optionalInt64("attempts") ?? 0)))
             }
             let queued = try db.queryOne("SELECT created_at FROM billing_outbox WHERE fanned_out_at IS NULL ORDER BY id LIMIT 1")
             samples.append(
