@@ -100,8 +100,9 @@ struct LiveChangesRoute: Sendable {
     }
 
     static func document(_ change: JSON) -> HTTPResponse {
-        HTTPResponse(
-            status: .ok, headers: ["Content-Type": "application/json", "Cache-Control": "no-store"], body: change.serialized())
+        var response = HTTPResponse.json(.ok, change)
+        response.headers["Cache-Control"] = "no-store"
+        return response
     }
 
     /// One SSE event, its id the revision (`r<revision>`), and the stream ended: the app's

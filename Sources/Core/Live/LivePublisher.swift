@@ -8,8 +8,11 @@
 /// At least once: a row is marked after nginx took it, so a publisher killed between the
 /// two publishes it again (an app tells by the revision). A row older than nchan keeps
 /// messages is passed over: an app waiting since before it meets it through its revision.
-/// One publisher at a time (a named lock on its connection), so one user's changes reach
-/// his channel in order whatever the number of billing-rpc processes.
+/// One publisher at a time per database server (a named lock on its connection), so one
+/// user's changes reach his channel in order whatever the number of billing-rpc processes.
+/// On a Galera cluster the lock is each node's own (as the migrator's `GET_LOCK` is):
+/// billing-rpcs on two nodes may both publish, and an app may then get a change twice, an
+/// older one after a newer one among them; its revision tells (docs/scaling.md).
 struct LivePublisher: Sendable {
     let socket: LivePublisherSocket
     let clock: any BillingClock

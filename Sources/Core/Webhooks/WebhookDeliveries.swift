@@ -56,18 +56,25 @@ enum WebhookDeliveries {
     /// The rows of `taken` (locked, in id order) that no earlier row of their user still
     /// waits for: his rows up to the first one of his not fanned out that `taken` lacks (by a
     /// consistent read, which sees another pass's rows as not fanned out until it commits).
+    /// One statement for the whole batch (`billing_outbox_user`).
     private static func inUserOrder(_ taken: [SQLRow], on db: DatabaseConnection) throws -> [SQLRow] {
-        var users: [String: [UInt64]] = [:]
-        for row in taken { users[try row.string("user_id"), default: []].append(try row.uint64("id")) }
+        var mine = Set<UInt64>()
+        var users = Set<String>()
+        for row in taken {
+            mine.insert(try row.uint64("id"))
+            users.insert(try row.string("user_id"))
+        }
         var gap: [String: UInt64] = [:]
-        for (user, ids) in users {
-            let waiting = try db.query(
-                """
-                SELECT id FROM billing_outbox WHERE user_id = \(user) AND fanned_out_at IS NULL AND id <= \(ids.last ?? 0) ORDER BY id
-                """
-            ).map { (row) throws(DatabaseError) -> UInt64 in try row.uint64("id") }
-            let mine = Set(ids)
-            if let first = waiting.first(where: { !mine.contains($0) }) { gap[user] = first }
+        for row in try db.query(
+            """
+            SELECT id, user_id FROM billing_outbox
+            WHERE user_id IN (\(list: users.sorted().map(SQLValue.string))) AND fanned_out_at IS NULL AND id <= \(mine.max() ?? 0)
+            ORDER BY id
+            """)
+        {
+            let id = try row.uint64("id")
+            let user = try row.string("user_id")
+            if !mine.contains(id) && gap[user] == nil { gap[user] = id }
         }
         return try taken.filter { row in
             guard let first = gap[try row.string("user_id")] else { return true }
