@@ -38,30 +38,10 @@ struct LivePublisher: Sendable {
             return { isStopping in
                 do {
                     guard try Self.holdsLock(on: db) else { return }
-                    while !isStopping() {
-                        let rows = try Self.pending(limit: Self.batch, on: db)
-                        var published: [(UInt64, String?)] = []
-                        var stopped: (any Error)?
-                        let cutoff = clock.now().adding(seconds: -LiveChannel.keepsSeconds)
-                        for row in rows where !isStopping() {
-                            if row.createdAt < cutoff {
-                                published.append((row.outboxId, nil))
-                                continue
-                            }
-                            do {
-                                published.append((row.outboxId, try socket.publish(Array(row.data.utf8), to: row.userId, session: session)))
-                            } catch {
-                                stopped = error
-                                break
-                            }
-                        }
-                        try Self.markPublished(published, now: clock.now(), on: db)
-                        if let stopped { throw stopped }
-                        if failing {
-                            failing = false
-                            logger.info("live.publisher.recovered", ["live.socket": .string(socket.path)])
-                        }
-                        if rows.count < Self.batch { break }
+                    while !isStopping(), try publishPending(session: session, on: db, isStopping: isStopping) == Self.batch {}
+                    if failing {
+                        failing = false
+                        logger.info("live.publisher.recovered", ["live.socket": .string(socket.path)])
                     }
                 } catch {
                     // Once per outage, not every pass: nginx down, or the database.
@@ -73,6 +53,32 @@ struct LivePublisher: Sendable {
                 }
             }
         }
+    }
+
+    /// One batch of the queue, oldest first: each row published (or passed over when older
+    /// than nchan keeps messages), then the marks in one transaction. A publish that
+    /// fails stops the batch: the rows published before it are marked, it and the rest stay
+    /// queued, and the error is thrown. Answers how many rows the batch read.
+    func publishPending(session: CurlHTTPClient.Session, on db: DatabaseConnection, isStopping: () -> Bool = { false }) throws -> Int {
+        let rows = try Self.pending(limit: Self.batch, on: db)
+        var published: [(UInt64, String?)] = []
+        var stopped: (any Error)?
+        let cutoff = clock.now().adding(seconds: -LiveChannel.keepsSeconds)
+        for row in rows where !isStopping() {
+            if row.createdAt < cutoff {
+                published.append((row.outboxId, nil))
+                continue
+            }
+            do {
+                published.append((row.outboxId, try socket.publish(Array(row.data.utf8), to: row.userId, session: session)))
+            } catch {
+                stopped = error
+                break
+            }
+        }
+        try Self.markPublished(published, now: clock.now(), on: db)
+        if let stopped { throw stopped }
+        return rows.count
     }
 
     /// Whether this connection holds the publisher's lock (taking it when free).
