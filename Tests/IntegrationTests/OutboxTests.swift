@@ -200,4 +200,31 @@ import Testing
             #expect(try Self.rows(user, on: db).isEmpty)
         }
     }
+
+    /// The live publisher with nginx unreachable: a row older than nchan keeps messages is
+    /// passed over (marked, no message id), the first publish fails and stops the batch, and
+    /// it and every row after it stay queued, unmarked, for the next pass.
+    @Test func aPublisherThatCannotReachNginxMarksNothingItDidNotPublish() throws {
+        try withTestDatabase { configuration, _ in
+            let db = DatabaseConnection(configuration: configuration)
+            _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: db)
+            let now = Self.base
+            let user = UUID().uuidString.lowercased()
+            try UserDirectory.ensureKnown(user, source: .token, createdAt: now, now: now, on: db)
+            for at in [now.adding(seconds: -(LiveChannel.keepsSeconds + 60)), now, now] {
+                try db.transaction { db in try GrantStore.bumpRevision(userId: user, now: at, on: db) }
+            }
+            let publisher = LivePublisher(
+                socket: LivePublisherSocket(path: "/nonexistent/fcgibilling-test/nchan.sock"), clock: FixedClock(now),
+                logger: Logger(sink: try LogSink(path: nil, minimumLevel: .critical)),
+                makeConnection: { DatabaseConnection(configuration: configuration) })
+            #expect(throws: HTTPClientError.self) { try publisher.publishPending(session: CurlHTTPClient.Session(), on: db) }
+            let marks = try db.query(
+                "SELECT published_at IS NOT NULL AS marked, live_message_id FROM billing_outbox WHERE user_id = \(user) ORDER BY id"
+            ).map { (try $0.bool("marked"), try $0.optionalString("live_message_id")) }
+            #expect(marks.map(\.0) == [true, false, false], "the old row passed over; the others queued")
+            #expect(marks.allSatisfy { $0.1 == nil })
+            #expect(try LivePublisher.pending(limit: 10, on: db).count == 2)
+        }
+    }
 }

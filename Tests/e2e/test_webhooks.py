@@ -8,7 +8,8 @@ with the Standard Webhooks library, as a team's service would.
 Covered: a purchase reaches an endpoint as `event.applied` then `access.changed`, signed,
 within seconds; 20 successive changes of one user arrive in revision order, each revision
 once; a receiver failing its first attempts gets the delivery again within seconds while
-another endpoint is served meanwhile; a hanging endpoint holds up neither ingestion nor the
+another endpoint is served meanwhile; a 429 is retried and an answer's body (not JSON, over
+64 KiB) is not read beyond its status; a hanging endpoint holds up neither ingestion nor the
 others; `webhooks.replay` re-sends signed afresh (one delivery, or from an outbox id) and is
 audited; `webhooks.list` and `webhooks.deliveries` tell the state without the secrets; the
 secrets are in no log; an erased user's outbox rows go with him."""
@@ -146,6 +147,23 @@ class Webhooks(unittest.TestCase):
         self.assertTrue(wait_until(delivered_row, 10), "marked once answered")
         [row] = delivered_row()
         self.assertEqual((row["attempts"], row["lastStatus"], row["status"], str(row["outboxId"])), (4, 200, "delivered", delivered["id"]))
+
+    def test_a_429_is_retried_and_an_answers_body_is_not_read_beyond_its_status(self):
+        user = known_user()
+        self.flaky.fail_next(1, 429)
+        # Not JSON, and far beyond the 64 KiB read of an answer: a 2xx is a delivery all the same.
+        self.flaky.answer_body = b"<html>" + b"x" * (1 << 20)
+        self.addCleanup(setattr, self.flaky, "answer_body", b'{"ok": true}')
+        self.purchase(user)
+
+        def row(status):
+            page = self.call("webhooks.deliveries", {"endpointId": "flaky", "status": status, "limit": 500})
+            return [d for d in page["deliveries"] if d["userId"] == user]
+        self.assertTrue(wait_until(lambda: self.flaky.of(user), 30), "delivered after the 429")
+        self.assertTrue(wait_until(lambda: row("delivered"), 10))
+        [delivered] = row("delivered")
+        self.assertEqual((delivered["attempts"], delivered["lastStatus"]), (2, 200))
+        self.assertEqual([a["headers"]["webhook-id"] for a in self.flaky.attempts_of(user)], [str(delivered["outboxId"])] * 2)
 
     def test_a_hanging_endpoint_holds_up_neither_ingestion_nor_the_others(self):
         users = [known_user() for _ in range(20)]

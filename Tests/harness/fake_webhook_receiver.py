@@ -7,7 +7,7 @@ library (`standardwebhooks` on PyPI).
 receiver of a daemon (it trusts one `webhooks.caFile`); `endpoint(events)` is the receiver's
 `webhooks.endpoints` entry.
 Behaviours: `fail_next(n, status)` answers the next n deliveries with an error, `hang_seconds`
-holds every answer that long (a slow endpoint). `received` lists what was accepted (2xx), in
+holds every answer that long (a slow endpoint), `answer_body` is what every answer carries. `received` lists what was accepted (2xx), in
 arrival order, each {"id", "timestamp", "type", "data", "headers"}; `attempts` everything
 that came, accepted or not; `unverified` what failed verification (must stay empty)."""
 import base64
@@ -54,6 +54,8 @@ class FakeWebhookReceiver:
         self.attempts = []
         self.unverified = []
         self.hang_seconds = 0
+        # What every answer carries (any bytes: a sender reads it for nothing but its status).
+        self.answer_body = b'{"ok": true}'
         self._failures = 0
         self._failure_status = 500
         self._stopping = threading.Event()
@@ -80,7 +82,7 @@ class FakeWebhookReceiver:
                 if fake.hang_seconds and fake._stopping.wait(fake.hang_seconds):
                     self.close_connection = True
                     return
-                answer = b'{"ok": true}'
+                answer = fake.answer_body
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answer)))
