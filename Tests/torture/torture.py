@@ -542,6 +542,8 @@ class Puller:
         self.fake = F.FakeRevenueCatAPI(directory)
         self.socket = os.path.join(directory, "puller.sock")
         self.log = os.path.join(directory, "puller.log")
+        self.lock = threading.Lock()
+        self.retried = 0
         base_env, config, binary = stack.daemon_setup()
         env = dict(base_env, BILLING__admin__socket=self.socket, BILLING__reconcile__sweepEverySeconds="0",
                    BILLING__revenuecat__timeoutSeconds="10", **self.fake.overrides())
@@ -551,13 +553,26 @@ class Puller:
             self.fake.stop()
             raise SystemExit("torture: the puller's billing-rpc did not start")
 
+    # -32002 is "retry later" (ErrorMapping.swift, docs/scaling.md): a transaction that lost
+    # its lock or its Galera certification more often than its bounded retries allow. An
+    # operator's script calls again; so does this one, a few times, and counts it.
+    RETRIES = 5
+
     def reconcile(self, user):
-        """subscriptions.reconcile of one user: the RevenueCat outcome, or the error."""
+        """subscriptions.reconcile of one user: the RevenueCat outcome, or the error after
+        RETRIES calls answered -32002 (each retry is counted in `self.retried`)."""
         message = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "subscriptions.reconcile",
                               "params": {"userId": user, "actor": "torture@ops"}}).encode()
-        reply = json.loads(harness("billing").rpc_raw(message, sock_path=self.socket, timeout=120))
+        for attempt in range(1, self.RETRIES + 2):
+            reply = json.loads(harness("billing").rpc_raw(message, sock_path=self.socket, timeout=120))
+            code = reply.get("error", {}).get("code")
+            if code != -32002 or attempt > self.RETRIES:
+                break
+            with self.lock:
+                self.retried += 1
+            time.sleep(0.2 * attempt)
         if "result" not in reply:
-            return f"error {reply.get('error', {}).get('code')}"
+            return f"error {code}"
         return reply["result"].get("revenuecat", {}).get("outcome", "absent")
 
     def stop(self):
@@ -948,9 +963,9 @@ class Torture:
         self.check(all(r[0] == "applied" for r in rows), f"storm: every storm event applied at the end ({dict(rows)})")
         recorded = ("corrected", "unchanged")
         self.report["storm"]["pulls"] = {"users": len(pulled_users), "storm": dict(pull_outcomes), "replay": dict(replay_pulls),
-                                         "fake_requests": puller.fake.count()}
+                                         "retried_unavailable": puller.retried, "fake_requests": puller.fake.count()}
         log(f"storm: {len(pulled_users)} RevenueCat users pulled twice during the storm {dict(pull_outcomes)}, "
-            f"their shadows once after the replay {dict(replay_pulls)}")
+            f"their shadows once after the replay {dict(replay_pulls)}; {puller.retried} calls retried after -32002")
         self.check(len(pulled_users) > 0 and sum(n for o, n in pull_outcomes.items() if o in recorded) == 2 * len(pulled_users)
                    and sum(n for o, n in replay_pulls.items() if o in recorded) == len(pulled_users),
                    f"storm: every pull racing the webhooks was recorded (storm {dict(pull_outcomes)}, replay {dict(replay_pulls)})")
