@@ -37,6 +37,7 @@ import Testing
         try withStatsDatabase { db in
             var random = SplitMix(seed: UInt64(seed) &+ 0x5EED)
             try Self.loadRandomInbox(&random, subscriptions: 6 + seed % 10, on: db)
+            try Self.loadRandomRates(&random, on: db)
             let previousFrom = Self.from.adding(milliseconds: -(Self.to.millisecondsSinceEpoch - Self.from.millisecondsSinceEpoch))
             for (currency, zone) in [("EUR", nil), ("USD", "+05:30"), ("GBP", "-08:00")] as [(String, String?)] {
                 let q = SubscriptionStats.Query(
@@ -55,7 +56,26 @@ import Testing
         return "\(d.current ? "cur" : "prev") \(d.day): new \(c.new) trials \(c.trials) converted \(c.converted) "
             + "renewals \(c.renewals) cancellations \(c.cancellations) lost \(c.lost) refunds \(c.refunds) "
             + "issues \(c.billingIssues) revocations \(c.revocations) gross \(c.grossMilli) refunded \(c.refundedMilli) "
-            + "one-time \(c.oneTimePurchases)"
+            + "one-time \(c.oneTimePurchases) unconverted "
+            + c.unconverted.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value.grossMilli)/\($0.value.refundedMilli)" }
+            .joined(separator: ", ")
+    }
+
+    /// Random ECB-like rates: USD on about half the days from 2025-12-15, GBP only from
+    /// 2026-02-15 (earlier GBP amounts have none), JPY never; values with up to 5 decimals.
+    static func loadRandomRates(_ random: inout SplitMix, on db: DatabaseConnection) throws {
+        var entries: [ExchangeRates.Entry] = []
+        var day = RateDay(iso8601: "2025-12-15")!
+        while day <= RateDay(iso8601: "2026-04-05")! {
+            for (currency, since) in [("USD", "2025-12-15"), ("GBP", "2026-02-15")] where day >= RateDay(iso8601: since)! {
+                if random.next(2) == 0 {
+                    let scaled = Int64(50_000_000 + random.next(150_000_000)) / 1000 * 1000
+                    entries.append(ExchangeRates.Entry(currency: currency, day: day, rate: ExchangeRate(scaled: scaled)))
+                }
+            }
+            day = RateDay(daysSinceEpoch: day.daysSinceEpoch + 1)
+        }
+        _ = try ExchangeRates.importRates(entries, source: "random", actor: "rule@test", now: Self.to, on: db)
     }
 
     /// A random inbox: each subscription gets 1–12 events, some of them twins of the one
@@ -80,7 +100,7 @@ import Testing
                     row.env = env
                     row.trial = (kind == "purchase" || kind == "renewal") && random.next(3) == 0
                     row.price = [nil, 0, 9_990, 59_990, -9_990, 4_990][random.next(6)]
-                    row.currency = ["EUR", "USD", "GBP"][random.next(3)]
+                    row.currency = ["EUR", "USD", "GBP", "JPY"][random.next(4)]
                     // The period key: the period's purchase instant, often shared, sometimes absent.
                     row.purchased = [nil, at, instants[random.next(instants.count)], "2026-02-10T12:00:00Z"][random.next(4)]
                     row.status = ["applied", "applied", "applied", "unmatched", "ignored", "failed"][random.next(6)]
@@ -94,15 +114,17 @@ import Testing
         }
     }
 
-    /// The definitions as window functions (the report's query before the fold).
+    /// The definitions as window functions (the report's query before the fold). Money is
+    /// summed per (period, day, currency, UTC purchase day) and converted by MariaDB's exact
+    /// DECIMAL arithmetic (division carried to 30 decimals, then ROUND: half away from zero)
+    /// at the latest rate on or before that purchase day, the euro's being 1.
     static func referenceDailyCounts(
         _ q: SubscriptionStats.Query, previousFrom: Timestamp, zone: String?,
         on db: DatabaseConnection
     ) throws -> [SubscriptionStats.DayCounts] {
         let env = q.environment.rawValue
         let before = "(p.intrinsic_at < x.intrinsic_at OR (p.intrinsic_at = x.intrinsic_at AND p.id < x.id))"
-        let rows = try db.query(
-            """
+        let groups: SQLQuery = """
             SELECT y.cur, \(SubscriptionStats.localDay("y.intrinsic_at", zone: zone)) AS day,
               SUM(y.is_new) AS new_count,
               SUM(y.is_new AND y.is_trial = 1) AS trials,
@@ -114,11 +136,12 @@ import Testing
               SUM(y.kind = 'revoke' AND y.rk_revoke = 1) AS revocations,
               SUM(y.kind = 'billing_issue' AND y.rk_billing = 1) AS billing_issues,
               SUM(CASE WHEN (y.is_paid_period = 1 OR y.kind = 'non_renewing_purchase') AND y.rk_period = 1
-                    AND y.currency = \(q.currency) AND y.family_shared = 0 AND y.price_milli > 0
-                  THEN y.price_milli ELSE 0 END) AS gross_milli,
+                    AND y.family_shared = 0 AND y.price_milli > 0
+                  THEN y.price_milli ELSE 0 END) AS gross_sum,
               SUM(y.kind = 'non_renewing_purchase' AND y.rk_period = 1) AS one_time,
-              SUM(CASE WHEN y.kind = 'refund' AND y.rk_refund_period = 1 AND y.currency = \(q.currency) AND y.family_shared = 0
-                  THEN ABS(COALESCE(y.price_milli, 0)) ELSE 0 END) AS refunded_milli
+              SUM(CASE WHEN y.kind = 'refund' AND y.rk_refund_period = 1 AND y.family_shared = 0
+                  THEN ABS(COALESCE(y.price_milli, 0)) ELSE 0 END) AS refunded_sum,
+              COALESCE(y.currency, 'XXX') AS money_currency, DATE(y.period_key) AS rate_day
             FROM (
               -- The LIMIT keeps this derived table from being merged into the outer query:
               -- MariaDB 10.11 loses the correlated references to x when a merged prepared
@@ -141,6 +164,7 @@ import Testing
                 -- the scan" and running counts of cancellations/losses/refunds per period,
                 -- wp (the events of one period, by period key) for cross-channel twins.
                 SELECT e.id, e.subscription_id, e.intrinsic_at, e.kind, e.is_trial, e.price_milli, e.currency, e.family_shared,
+                  COALESCE(e.purchased_at, e.intrinsic_at) AS period_key,
                   e.intrinsic_at >= \(q.from) AS cur,
                   (e.kind IN ('purchase', 'renewal') AND e.is_trial = 0) AS is_paid_period,
                   ROW_NUMBER() OVER w AS rk_first,
@@ -180,28 +204,66 @@ import Testing
               ) x
               LIMIT 18446744073709551615
             ) y
-            GROUP BY y.cur, day
-            ORDER BY y.cur, day
-
-            """)
-        return try rows.map { row in
-            var c = SubscriptionStats.Counts()
-            c.new = try row.int64("new_count")
-            c.trials = try row.int64("trials")
-            c.converted = try row.int64("converted")
-            c.renewals = try row.int64("renewals")
-            c.cancellations = try row.int64("cancellations")
-            c.lost = try row.int64("lost")
-            c.refunds = try row.int64("refunds")
-            c.revocations = try row.int64("revocations")
-            c.billingIssues = try row.int64("billing_issues")
-            c.grossMilli = try row.int64("gross_milli")
-            c.refundedMilli = try row.int64("refunded_milli")
-            c.oneTimePurchases = try row.int64("one_time")
-            return SubscriptionStats.DayCounts(
-                current: try row.bool("cur"), day: try SubscriptionStats.dayString(row, "day"),
-                counts: c)
+            GROUP BY y.cur, day, money_currency, rate_day
+            """
+        let rate: (String) -> String = { currency in
+            """
+            CASE WHEN \(currency) = 'EUR' THEN 1 ELSE (SELECT r.per_eur FROM billing_exchange_rates r
+              WHERE r.currency = \(currency) AND r.rate_date <= g.rate_day ORDER BY r.rate_date DESC LIMIT 1) END
+            """
         }
+        // The reporting currency: one of the three codes the test passes, a literal.
+        let target = "'\(q.currency)'"
+        let converted: (String) -> String = { sum in
+            """
+            CASE WHEN g.money_currency = \(target) THEN \(sum)
+              ELSE ROUND(\(sum) * (\(rate(target))) / (\(rate("g.money_currency"))), 0) END
+            """
+        }
+        _ = try db.execute("SET SESSION div_precision_increment = 30")
+        let rows = try db.query(
+            """
+            SELECT g.*, \(unsafeRaw: converted("g.gross_sum")) AS gross_converted,
+              \(unsafeRaw: converted("g.refunded_sum")) AS refunded_converted
+            FROM (\(groups)) g
+            ORDER BY g.cur, g.day
+            """)
+        var byDay: [String: SubscriptionStats.DayCounts] = [:]
+        var order: [String] = []
+        for row in rows {
+            let current = try row.bool("cur")
+            let day = try SubscriptionStats.dayString(row, "day")
+            let key = "\(current) \(day)"
+            if byDay[key] == nil {
+                order.append(key)
+                byDay[key] = SubscriptionStats.DayCounts(current: current, day: day, counts: SubscriptionStats.Counts())
+            }
+            var c = byDay[key]!.counts
+            c.new += try row.int64("new_count")
+            c.trials += try row.int64("trials")
+            c.converted += try row.int64("converted")
+            c.renewals += try row.int64("renewals")
+            c.cancellations += try row.int64("cancellations")
+            c.lost += try row.int64("lost")
+            c.refunds += try row.int64("refunds")
+            c.revocations += try row.int64("revocations")
+            c.billingIssues += try row.int64("billing_issues")
+            c.oneTimePurchases += try row.int64("one_time")
+            let currency = try row.string("money_currency")
+            for (sum, converted, isGross) in [("gross_sum", "gross_converted", true), ("refunded_sum", "refunded_converted", false)] {
+                let amount = Int64(try row.string(sum))!
+                guard amount != 0 else { continue }
+                if currency != "XXX", let value = try row.optionalString(converted) {
+                    if isGross { c.grossMilli += Int64(value)! } else { c.refundedMilli += Int64(value)! }
+                } else if isGross {
+                    c.unconverted[currency, default: (0, 0)].grossMilli += amount
+                } else {
+                    c.unconverted[currency, default: (0, 0)].refundedMilli += amount
+                }
+            }
+            byDay[key]!.counts = c
+        }
+        return order.map { byDay[$0]! }
     }
 }
 

@@ -108,8 +108,14 @@ import Testing
             // Derived.
             #expect(double(r, "derived.trialConversionPct") == 100.0)
             #expect(double(r, "derived.previousTrialConversionPct") == 0.0)
-            #expect(int(r, "derived.activeUsers") == 10)
-            #expect(double(r, "derived.payingPct") == 60.0)
+            // Paying % (SPEC §20): of the 6 paying subscriptions at the end, 4 have known
+            // owners (U1, U2, U7, U8; S11 and S13 wait unmatched); U7 and U8 did not open the
+            // app in March but count as active: 4 of 10 + 2 users, 33.3 %, never above 100.
+            #expect(int(r, "snapshots.end.paying") == 6)
+            #expect(int(r, "derived.seenUsers") == 10)
+            #expect(int(r, "derived.payingUsers") == 4)
+            #expect(int(r, "derived.activeUsers") == 12)
+            #expect(double(r, "derived.payingPct") == 33.3)
 
             // Profile: days from sign-up to start of S2, S4, S5, S6, S8 = 0, 9, 42, 0, 10.
             #expect(int(r, "subscriberProfile.subscriptions") == 5)
@@ -217,6 +223,26 @@ import Testing
             #expect(r["funnel"]?["placements"]?.arrayValue?.isEmpty == true)
             #expect(r["series"]?.arrayValue?.count == 31)
             #expect(r["series"]?.arrayValue?.allSatisfy { $0["new"] == 0 && $0["lost"] == 0 } == true)
+        }
+    }
+
+    /// Subscribers who never open the app are active users too: with nobody seen, every
+    /// active user is a paying one, 100 % and not 1300 % (SPEC §20).
+    @Test func payingShareNeverExceedsAHundredPercent() throws {
+        try withStatsDatabase { db in
+            try StatsFixture.load(db)
+            try db.execute("DELETE FROM billing_user_days")
+            let r = try report(db)
+            #expect(int(r, "derived.seenUsers") == 0)
+            #expect(int(r, "derived.payingUsers") == 4)
+            #expect(int(r, "derived.activeUsers") == 4)
+            #expect(double(r, "derived.payingPct") == 100.0)
+            // Seen paying users are not counted twice.
+            try db.execute("INSERT INTO billing_user_days (day, user_id) VALUES ('2026-03-04', 'U1'), ('2026-03-04', 'U7')")
+            let seen = try report(db)
+            #expect(int(seen, "derived.seenUsers") == 2)
+            #expect(int(seen, "derived.activeUsers") == 4)
+            #expect(double(seen, "derived.payingPct") == 100.0)
         }
     }
 

@@ -13,8 +13,8 @@ struct JSONRPCServerProtocol<Context: RPCContextProtocol>: Sendable {
     let registry: RPCMethodRegistry<Context>
     let limits: RPCLimits
     /// Called with the method name and the error when a handler throws something that is
-    /// neither an `RPCError` nor `RPCErrorConvertible`: the caller only sees -32603, so this
-    /// is where the cause gets logged.
+    /// neither an `RPCError` nor converts to one other than -32603: the caller only sees
+    /// -32603, so this is where the cause gets logged.
     let onInternalError: @Sendable (_ method: String, _ error: any Error) -> Void
 
     init(
@@ -102,7 +102,11 @@ struct JSONRPCServerProtocol<Context: RPCContextProtocol>: Sendable {
         } catch let error as RPCError {
             return .failure(error)
         } catch let error as any RPCErrorConvertible {
-            return .failure(error.rpcError)
+            let mapped = error.rpcError
+            // A convertible error that still maps to -32603 (a database error that is not
+            // "retry later") is as much a bug as any other: its cause is logged too.
+            if mapped.code == RPCError.Code.internalError { onInternalError(request.method, error) }
+            return .failure(mapped)
         } catch {
             onInternalError(request.method, error)
             return .failure(.internalError)

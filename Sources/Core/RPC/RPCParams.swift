@@ -49,6 +49,32 @@ struct RPCParams: Sendable, Equatable {
         throw .invalidParams("unknown parameter \"\(unknown)\" (expected: \(keys.joined(separator: ", ")))", field: unknown)
     }
 
+    /// The array `key` of at most `limit` objects, each read by `element`; an error inside
+    /// one names it (`users[3].createdAt`, "Invalid params: users[3]: ...").
+    func requireObjects<T>(
+        _ key: String, atMost limit: Int, noun: String, _ element: (RPCParams) throws(RPCError) -> T
+    ) throws(RPCError) -> [T] {
+        let elements = try requireArray(key)
+        guard elements.count <= limit else { throw .invalidParams("\"\(key)\" holds at most \(limit) \(noun) per call", field: key) }
+        var values: [T] = []
+        values.reserveCapacity(elements.count)
+        for (index, member) in elements.enumerated() {
+            let field = "\(key)[\(index)]"
+            guard case .object = member else { throw .invalidParams("\"\(field)\" must be an object", field: field) }
+            do {
+                values.append(try element(RPCParams(member)))
+            } catch {
+                var nested = error
+                let inner = (error.data?["field"]?.stringValue).map { "\(field).\($0)" } ?? field
+                nested.data = ["field": .string(inner)]
+                let prefix = "Invalid params: "
+                if error.message.hasPrefix(prefix) { nested.message = prefix + field + ": " + error.message.dropFirst(prefix.count) }
+                throw nested
+            }
+        }
+        return values
+    }
+
     // MARK: Typed accessors
 
     func requireString(_ key: String, maxLength: Int? = nil) throws(RPCError) -> String {

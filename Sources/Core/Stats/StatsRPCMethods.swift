@@ -12,10 +12,9 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
             let from = try request.params.requireTimestamp("from")
             let to = try request.params.requireTimestamp("to")
             let environment = try request.params.requireEnvironment()
-            let currency = try request.params.optionalString("currency", maxLength: 3) ?? reportingCurrency
-            guard currency.utf8.count == 3, currency.utf8.allSatisfy({ $0 >= 65 && $0 <= 90 }) else {
-                throw RPCError.invalidParams("\"currency\" must be an ISO 4217 code such as EUR")
-            }
+            let currency =
+                try request.params.optionalValue("currency") == nil
+                ? reportingCurrency : try request.params.requireCurrency("currency", allowEuro: true)
             let timeZone = try request.params.optionalString("timeZone", maxLength: 64)
             guard let db = context.database else { throw RPCError(code: RPCError.Code.unavailable, message: "no database configured") }
             do {
@@ -33,6 +32,47 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
             }
         }
         register(
+            "rates.import",
+            summary:
+                "Store exchange rates (units of a currency per euro by day, e.g. the ECB reference rates: billing-admin rates.import --file eurofxref-hist.csv); a changed value replaces the old one, the same value is left as it was; audited",
+            params:
+                "{rates: [{date: YYYY-MM-DD, currency: ISO 4217 (not EUR), perEUR: decimal string such as \"1.0856\"}] (at most 10000), source, actor}"
+        ) { request, context in
+            try request.params.expectOnly("rates", "source", "actor")
+            let actor = try request.params.requireActor()
+            let source = try request.params.requireNonEmptyString("source", maxLength: 64)
+            var seen = Set<CurrencyAmounts.Key>()
+            let entries = try request.params.requireObjects("rates", atMost: 10_000, noun: "rates") { (params: RPCParams) throws(RPCError) in
+                try params.expectOnly("date", "currency", "perEUR")
+                let entry = ExchangeRates.Entry(
+                    currency: try params.requireCurrency("currency", allowEuro: false), day: try params.requireDay("date"),
+                    rate: try params.requireRate("perEUR"))
+                guard seen.insert(CurrencyAmounts.Key(currency: entry.currency, day: entry.day)).inserted else {
+                    throw RPCError.invalidParams("\(entry.currency) on \(entry.day) is given twice", field: "date")
+                }
+                return entry
+            }
+            let result = try ExchangeRates.importRates(
+                entries, source: source, actor: actor, now: context.clock.now(), on: try context.requireDatabase())
+            return [
+                "received": .int(Int64(entries.count)), "inserted": .int(Int64(result.inserted)),
+                "updated": .int(Int64(result.updated)), "unchanged": .int(Int64(result.unchanged)),
+            ]
+        }
+        register(
+            "rates.list",
+            summary: "The exchange rates held: per currency its first and last day and latest rate; with currency, its rates latest first",
+            params: "{currency?: ISO 4217, from?: YYYY-MM-DD, to?: YYYY-MM-DD, limit?: 1..10000 (default 100)}"
+        ) { request, context in
+            try request.params.expectOnly("currency", "from", "to", "limit")
+            let currency =
+                try request.params.optionalValue("currency") == nil ? nil : try request.params.requireCurrency("currency", allowEuro: false)
+            let from = try request.params.optionalValue("from") == nil ? nil : try request.params.requireDay("from")
+            let to = try request.params.optionalValue("to") == nil ? nil : try request.params.requireDay("to")
+            let limit = try request.params.optionalInt("limit", in: 1...10_000) ?? 100
+            return try ExchangeRates.list(currency: currency, from: from, to: to, limit: limit, on: try context.requireDatabase())
+        }
+        register(
             "stats.purgePaywallEvents",
             summary:
                 "Delete paywall events older than 30 days now, audited with the cutoff and the count (workers also purge on their own every 10 minutes)",
@@ -45,5 +85,45 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
             let removed = try PaywallEvents.purge(now: context.clock.now(), limit: limit, actor: actor, on: db)
             return ["deleted": .int(Int64(removed))]
         }
+    }
+}
+
+extension RPCParams {
+    /// An ISO 4217 code: three capital letters (EUR refused unless `allowEuro`: the base of
+    /// the rates, 1 by definition).
+    func requireCurrency(_ key: String, allowEuro: Bool) throws(RPCError) -> String {
+        let code = try requireString(key, maxLength: 3)
+        guard code.utf8.count == 3, code.utf8.allSatisfy({ $0 >= 65 && $0 <= 90 }) else {
+            throw .invalidParams("\"\(key)\" must be an ISO 4217 code such as EUR", field: key)
+        }
+        guard allowEuro || code != "EUR" else {
+            throw .invalidParams("\"\(key)\" EUR is the base of every rate (1 by definition), not a rate", field: key)
+        }
+        return code
+    }
+
+    /// A calendar day, `YYYY-MM-DD`.
+    func requireDay(_ key: String) throws(RPCError) -> RateDay {
+        let text = try requireString(key, maxLength: 10)
+        guard let day = RateDay(iso8601: text) else { throw .invalidParams("\"\(key)\" must be a day such as 2026-03-31", field: key) }
+        return day
+    }
+
+    /// A rate: a plain positive decimal with at most 8 decimals, as a string (exact) or a
+    /// JSON number (read through its shortest decimal form).
+    func requireRate(_ key: String) throws(RPCError) -> ExchangeRate {
+        let text: String
+        switch try requireValue(key) {
+        case .string(let s): text = s
+        case .int(let n): text = String(n)
+        case .double(let d): text = d.description
+        default: throw .invalidParams("\"\(key)\" must be a decimal such as \"1.0856\"", field: key)
+        }
+        guard let rate = ExchangeRate(decimal: text) else {
+            throw .invalidParams(
+                "\"\(key)\" must be a positive decimal with at most \(ExchangeRate.decimals) decimals such as \"1.0856\", got \(text)",
+                field: key)
+        }
+        return rate
     }
 }

@@ -16,8 +16,27 @@ extension SubscriptionStats {
         var oneTimePurchases: Int64 = 0
         /// New family-shared subscriptions: access, but no sale (counted here only).
         var familyShared: Int64 = 0
+        /// While the scan runs: the sales and refunds in their own currencies, by purchase
+        /// day (`convert` turns them into `grossMilli` and `refundedMilli`).
+        var gross = CurrencyAmounts()
+        var refunded = CurrencyAmounts()
+        /// Per currency without a rate on the purchase day: gross and refunded in it.
+        var unconverted: [String: (grossMilli: Int64, refundedMilli: Int64)] = [:]
 
         init() {}
+
+        /// Converts the amounts the scan collected into `currency` (the report's): each
+        /// (currency, purchase day) sum once, at that day's rate.
+        mutating func convert(to currency: String, with rates: ExchangeRates) {
+            let sold = gross.converted(to: currency, with: rates)
+            let returned = refunded.converted(to: currency, with: rates)
+            grossMilli = sold.milli
+            refundedMilli = returned.milli
+            for (code, milli) in sold.unconverted { unconverted[code, default: (0, 0)].grossMilli = milli }
+            for (code, milli) in returned.unconverted { unconverted[code, default: (0, 0)].refundedMilli = milli }
+            gross = CurrencyAmounts()
+            refunded = CurrencyAmounts()
+        }
 
         init(summing days: [DayCounts]) {
             for d in days {
@@ -34,6 +53,10 @@ extension SubscriptionStats {
                 refundedMilli = Money.add(refundedMilli, d.counts.refundedMilli)
                 oneTimePurchases += d.counts.oneTimePurchases
                 familyShared += d.counts.familyShared
+                for (code, u) in d.counts.unconverted {
+                    let sum = unconverted[code] ?? (0, 0)
+                    unconverted[code] = (Money.add(sum.grossMilli, u.grossMilli), Money.add(sum.refundedMilli, u.refundedMilli))
+                }
             }
         }
 
@@ -45,6 +68,8 @@ extension SubscriptionStats {
                 "revenueMilli": .int(Money.subtract(grossMilli, refundedMilli)),
                 "grossMilli": .int(grossMilli), "refundedMilli": .int(refundedMilli),
                 "oneTimePurchases": .int(oneTimePurchases), "familyShared": .int(familyShared),
+                "unconverted": SubscriptionStats.unconvertedJSON(
+                    unconverted.mapValues { ["grossMilli": .int($0.grossMilli), "refundedMilli": .int($0.refundedMilli)] }),
             ]
         }
     }
@@ -119,13 +144,13 @@ extension SubscriptionStats {
                 let before = history[key]
                 fold = SubscriptionFold(seenBefore: before?.seenBefore ?? false, lastPeriodTrial: before?.lastPeriodTrial ?? false)
             }
-            let familyShared = try row.bool("family_shared")
+            let periodKey = try row.timestamp("period_key")
             let event = FoldedEvent(
                 kind: try row.string("kind"), isTrial: try row.bool("is_trial"),
                 priceMilli: try row.optionalInt64("price_milli"),
-                inCurrency: try row.optionalString("currency") == q.currency && !familyShared,
+                currency: try row.optionalString("currency"), isSale: !(try row.bool("family_shared")),
                 current: try row.bool("cur"),
-                periodKey: try row.timestamp("period_key").millisecondsSinceEpoch)
+                periodKey: periodKey.millisecondsSinceEpoch, purchaseDay: RateDay(periodKey))
             let day = DayKey(current: event.current, day: try row.timestamp("day").millisecondsSinceEpoch)
             fold.fold(event, into: &days[day, default: Counts()])
         }
@@ -146,11 +171,24 @@ extension SubscriptionStats {
             let day = DayKey(current: try row.bool("cur"), day: try row.timestamp("day").millisecondsSinceEpoch)
             days[day, default: Counts()].familyShared += try row.int64("n")
         }
+        try convert(&days, to: q.currency, on: db)
         return days.sorted { ($0.key.current ? 1 : 0, $0.key.day) < ($1.key.current ? 1 : 0, $1.key.day) }.map {
             DayCounts(
                 current: $0.key.current, day: formatDay(Timestamp(millisecondsSinceEpoch: $0.key.day).civil),
                 counts: $0.value)
         }
+    }
+
+    /// Every day's amounts into `currency`, with the rates of the currencies and purchase
+    /// days they name (loaded once for all days).
+    static func convert(_ days: inout [DayKey: Counts], to currency: String, on db: DatabaseConnection) throws {
+        var wanted = CurrencyAmounts()
+        for counts in days.values {
+            wanted.add(counts.gross)
+            wanted.add(counts.refunded)
+        }
+        let rates = try wanted.days.map { try ExchangeRates.load(currencies: wanted.currencies.union([currency]), days: $0, on: db) }
+        for key in days.keys { days[key]!.convert(to: currency, with: rates ?? ExchangeRates()) }
     }
 
     struct DayKey: Hashable {
@@ -163,12 +201,19 @@ extension SubscriptionStats {
         var kind: String
         var isTrial: Bool
         var priceMilli: Int64?
-        /// Money that counts: in the report's currency, and not a family-shared purchase (SPEC
-        /// §15: access, but no revenue).
-        var inCurrency: Bool
+        var currency: String?
+        /// Money that counts: not a family-shared purchase (SPEC §15: access, but no revenue).
+        var isSale: Bool
         /// In [from, to), not in the previous period.
         var current: Bool
         var periodKey: Int64
+        /// The UTC day of the period key: the day whose rate converts its amount.
+        var purchaseDay: RateDay
+
+        var sale: Int64? {
+            guard isSale, let price = priceMilli, price > 0 else { return nil }
+            return price
+        }
     }
 
     /// What the counts remember of one subscription while its events pass in time order
@@ -200,7 +245,7 @@ extension SubscriptionStats {
                 periods[e.periodKey, default: (0, 0, 0)].starts += 1
                 if periods[e.periodKey]!.starts == 1 {
                     c.oneTimePurchases += 1
-                    if e.inCurrency, let price = e.priceMilli, price > 0 { c.grossMilli = Money.add(c.grossMilli, price) }
+                    if let price = e.sale { c.gross.add(price, currency: e.currency, day: e.purchaseDay) }
                 }
             }
             if periodStart {
@@ -208,7 +253,7 @@ extension SubscriptionStats {
                 let firstReport = periods[e.periodKey]!.starts == 1
                 if firstReport && !e.isTrial {
                     if lastPeriodTrial { c.converted += 1 }
-                    if e.inCurrency, let price = e.priceMilli, price > 0 { c.grossMilli = Money.add(c.grossMilli, price) }
+                    if let price = e.sale { c.gross.add(price, currency: e.currency, day: e.purchaseDay) }
                 }
                 if firstReport && e.kind == "renewal" { c.renewals += 1 }
                 lastPeriodTrial = e.isTrial
@@ -228,8 +273,8 @@ extension SubscriptionStats {
                 classes[p].refunds += 1
                 if classes[p].refunds == 1 { c.refunds += 1 }
                 periods[e.periodKey, default: (0, 0, 0)].refunds += 1
-                if periods[e.periodKey]!.refunds == 1 && e.inCurrency {
-                    c.refundedMilli = Money.add(c.refundedMilli, Money.magnitude(e.priceMilli ?? 0))
+                if periods[e.periodKey]!.refunds == 1 && e.isSale, let price = e.priceMilli, price != 0 {
+                    c.refunded.add(Money.magnitude(price), currency: e.currency, day: e.purchaseDay)
                 }
             }
             if e.kind == "revoke" {

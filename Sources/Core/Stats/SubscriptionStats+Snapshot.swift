@@ -10,6 +10,8 @@ extension SubscriptionStats {
         var familyShared: Int64
         var mrrMilli: Int64
         var cadence: Cadence?
+        /// The MRR of subscriptions whose price has no rate, per currency, in that currency.
+        var unconverted: [String: (subscriptions: Int64, mrrMilli: Int64)] = [:]
     }
 
     struct Snapshot {
@@ -21,12 +23,28 @@ extension SubscriptionStats {
         var paying: Int64 { active - trial - familyShared }
         var cancelling: Int64 { products.reduce(0) { $0 + $1.cancelling } }
         var mrrMilli: Int64 { products.reduce(0) { Money.add($0, $1.mrrMilli) } }
+        /// Paying subscriptions whose owners are known users, counted once per user, and
+        /// those of them not seen in the report's period (`SubscriptionStats.payingUsers`).
+        var payingUsers: Int64 = 0
+        var payingUsersUnseen: Int64 = 0
+
+        /// Per currency without a rate: its subscriptions and their MRR in that currency.
+        var unconverted: JSON {
+            var merged: [String: (subscriptions: Int64, mrrMilli: Int64)] = [:]
+            for p in products {
+                for (currency, u) in p.unconverted {
+                    let sum = merged[currency] ?? (0, 0)
+                    merged[currency] = (sum.subscriptions + u.subscriptions, Money.add(sum.mrrMilli, u.mrrMilli))
+                }
+            }
+            return SubscriptionStats.unconvertedJSON(merged.mapValues { ["subscriptions": .int($0.subscriptions), "mrrMilli": .int($0.mrrMilli)] })
+        }
 
         var json: JSON {
             [
                 "at": .string(at.iso8601),
                 "active": .int(active), "trial": .int(trial), "paying": .int(paying), "familyShared": .int(familyShared),
-                "cancelling": .int(cancelling), "mrrMilli": .int(mrrMilli),
+                "cancelling": .int(cancelling), "mrrMilli": .int(mrrMilli), "unconverted": unconverted,
                 "byProduct": .array(
                     products.map { p in
                         [
@@ -46,32 +64,115 @@ extension SubscriptionStats {
     /// can be active, so those are the candidates (covering index on expires_at); for each,
     /// LIMIT 1 lookups in the covering per-subscription index find the latest event, the
     /// latest period start and the latest renewal intent before t; the two rows whose
-    /// product and price matter are then read by primary key.
+    /// product and price matter are then read by primary key. MariaDB sums the paying
+    /// prices per product, currency and purchase day; each sum is converted here at that
+    /// day's rate (`ExchangeRates`), then each product's converted sum is made monthly.
     static func snapshot(
         at t: Timestamp, environment env: String, currency: String,
         cadence: (String) -> Cadence?, on db: DatabaseConnection
     ) throws -> Snapshot {
+        let active = activeSubscriptions(at: t, environment: env)
+        struct Product {
+            var counts = ProductSnapshot(productId: nil, active: 0, trial: 0, cancelling: 0, familyShared: 0, mrrMilli: 0)
+            var prices = CurrencyAmounts()
+            var priced: [String: Int64] = [:]
+            var periodSeconds: Int64 = 0
+            var periods: Int64 = 0
+        }
+        var products: [Product] = []
+        try db.forEachRow(
+            """
+            SELECT COALESCE(pe.product_id, le.product_id) AS product_id,
+              CASE WHEN \(unsafeRaw: paidPeriod) THEN COALESCE(pe.currency, 'XXX') END AS paid_currency,
+              CASE WHEN \(unsafeRaw: paidPeriod) THEN DATE(COALESCE(pe.purchased_at, pe.intrinsic_at)) END AS paid_day,
+              COUNT(*) AS active,
+              SUM(\(unsafeRaw: isTrial) = 1) AS trial,
+              SUM(COALESCE(z.cancelling, 0)) AS cancelling,
+              SUM(\(unsafeRaw: isTrial) = 0 AND \(unsafeRaw: isShared) = 1) AS family_shared,
+              CAST(LEAST(SUM(CASE WHEN \(unsafeRaw: paidPeriod) THEN pe.price_milli ELSE 0 END), 9223372036854775807) AS SIGNED) AS price_sum,
+              CAST(SUM(CASE WHEN \(unsafeRaw: isTrial) = 0 AND pe.expires_at > pe.purchased_at
+                  THEN TIMESTAMPDIFF(SECOND, pe.purchased_at, pe.expires_at) ELSE 0 END) AS SIGNED) AS period_seconds,
+              SUM(CASE WHEN \(unsafeRaw: isTrial) = 0 AND pe.expires_at > pe.purchased_at THEN 1 ELSE 0 END) AS periods
+            \(active)
+            GROUP BY COALESCE(pe.product_id, le.product_id), paid_currency, paid_day
+            ORDER BY product_id
+            """
+        ) { (row: SQLRow) throws(DatabaseError) in
+            let productId = try row.optionalString("product_id")
+            if products.last.map({ $0.counts.productId != productId }) ?? true {
+                var fresh = Product()
+                fresh.counts.productId = productId
+                products.append(fresh)
+            }
+            let n = products.count - 1
+            products[n].counts.active += try row.int64("active")
+            products[n].counts.trial += try row.int64("trial")
+            products[n].counts.cancelling += try row.int64("cancelling")
+            products[n].counts.familyShared += try row.int64("family_shared")
+            products[n].periodSeconds = Money.add(products[n].periodSeconds, try row.int64("period_seconds"))
+            products[n].periods += try row.int64("periods")
+            if let paid = try row.optionalString("paid_currency"), let day = try row.optionalTimestamp("paid_day") {
+                products[n].prices.add(try row.int64("price_sum"), currency: paid, day: RateDay(day))
+                products[n].priced[paid, default: 0] += try row.int64("active")
+            }
+        }
+        let wanted = products.reduce(into: CurrencyAmounts()) { $0.add($1.prices) }
+        let rates = try wanted.days.map { try ExchangeRates.load(currencies: wanted.currencies.union([currency]), days: $0, on: db) }
+        var snapshots: [ProductSnapshot] = []
+        for var p in products {
+            let periodDays = p.periods > 0 ? Double(p.periodSeconds) / Double(p.periods) / 86_400 : nil
+            p.counts.cadence = p.counts.productId.flatMap(cadence) ?? periodDays.map { self.cadence(periodDays: $0) }
+            let converted = p.prices.converted(to: currency, with: rates ?? ExchangeRates())
+            p.counts.mrrMilli = p.counts.cadence.map { monthly(converted.milli, $0) } ?? 0
+            for (code, milli) in converted.unconverted {
+                p.counts.unconverted[code] = (p.priced[code] ?? 0, p.counts.cadence.map { monthly(milli, $0) } ?? 0)
+            }
+            snapshots.append(p.counts)
+        }
+        return Snapshot(at: t, products: snapshots)
+    }
+
+    /// The paying subscriptions active at `t` whose owner is a known user, as users: how
+    /// many, and how many of them were not seen in [from, to) (`billing_user_days`). Paying
+    /// % counts them among the users active in the period, the paying counted as active.
+    static func payingUsers(
+        at t: Timestamp, environment env: String, from: Timestamp, to: Timestamp, on db: DatabaseConnection
+    ) throws -> (users: Int64, unseen: Int64) {
+        let row = try db.queryOne(
+            """
+            SELECT COUNT(*) AS users,
+              SUM(NOT EXISTS (SELECT 1 FROM billing_user_days d WHERE d.user_id = u.user_id
+                                AND d.day >= DATE(\(from)) AND d.day <= DATE(\(to.adding(milliseconds: -1))))) AS unseen
+            FROM (SELECT DISTINCT le.user_id \(activeSubscriptions(at: t, environment: env))
+                    AND \(unsafeRaw: isTrial) = 0 AND \(unsafeRaw: isShared) = 0 AND le.user_id IS NOT NULL
+                  LIMIT 18446744073709551615) u
+            """)
+        return (try row?.int64("users") ?? 0, try row?.optionalInt64("unseen") ?? 0)
+    }
+
+    /// A period price as a month of it: × the cadence's monthly factor, rounded once.
+    static func monthly(_ milli: Int64, _ cadence: Cadence) -> Int64 {
+        let factor = monthlyFactor(cadence)
+        return Money.dividedRounded(Int128(milli) * Int128(factor.numerator), by: Int128(factor.denominator))
+    }
+
+    private static let isTrial = "COALESCE(pe.is_trial, le.is_trial)"
+    private static let isShared = "COALESCE(pe.family_shared, le.family_shared)"
+    /// A subscription that pays: not a trial, not family-shared, its period priced.
+    private static let paidPeriod = "(\(isTrial) = 0 AND \(isShared) = 0 AND pe.price_milli > 0)"
+
+    /// `FROM … WHERE …` of the subscriptions active at `t`: `z` (the subscription, whether its
+    /// renewal is off), `le` its latest event and `pe` its latest period start before t.
+    static func activeSubscriptions(at t: Timestamp, environment env: String) -> SQLQuery {
         let latest = "ORDER BY p.intrinsic_at DESC, p.id DESC LIMIT 1"
         let sameSubscription: SQLQuery = """
             p.environment = \(env) AND p.subscription_id = s.subscription_id AND p.intrinsic_at < \(t) AND \(unsafeRaw: counted("p"))
             """
-        let trial = "COALESCE(pe.is_trial, le.is_trial)"
-        let shared = "COALESCE(pe.family_shared, le.family_shared)"
         // A refund or revocation of a period older than the latest period start takes back
         // that period only: the later one stands (SPEC §5).
         let earlierRefund = "(le.kind IN ('refund', 'revoke') AND pe.purchased_at IS NOT NULL AND le.purchased_at < pe.purchased_at)"
         let never = Timestamp(millisecondsSinceEpoch: 0)
-        let rows = try db.query(
-            """
-            SELECT COALESCE(pe.product_id, le.product_id) AS product_id,
-              COUNT(*) AS active,
-              SUM(\(unsafeRaw: trial) = 1) AS trial,
-              SUM(COALESCE(z.cancelling, 0)) AS cancelling,
-              SUM(\(unsafeRaw: trial) = 0 AND \(unsafeRaw: shared) = 1) AS family_shared,
-              CAST(LEAST(SUM(CASE WHEN \(unsafeRaw: trial) = 0 AND \(unsafeRaw: shared) = 0 AND pe.currency = \(currency)
-                                   AND pe.price_milli > 0 THEN pe.price_milli ELSE 0 END), 9223372036854775807) AS SIGNED) AS price_sum,
-              AVG(CASE WHEN \(unsafeRaw: trial) = 0 AND pe.expires_at > pe.purchased_at
-                  THEN TIMESTAMPDIFF(SECOND, pe.purchased_at, pe.expires_at) END) / 86400 AS period_days
+        return """
             FROM (
               -- LIMIT: never merged (see dailyCounts).
               SELECT s.subscription_id,
@@ -109,24 +210,6 @@ extension SubscriptionStats {
                             AND (pe.id IS NULL OR p.intrinsic_at > pe.intrinsic_at OR (p.intrinsic_at = pe.intrinsic_at AND p.id > pe.id))
                           \(unsafeRaw: latest)),
                          \(never))) > \(t)
-            GROUP BY COALESCE(pe.product_id, le.product_id)
-            ORDER BY product_id
-            """)
-        var products: [ProductSnapshot] = []
-        for row in rows {
-            let productId = try row.optionalString("product_id")
-            let priceSum = try row.int64("price_sum")
-            let periodDays = try row.optionalDouble("period_days")
-            let productCadence = productId.flatMap(cadence) ?? periodDays.map { self.cadence(periodDays: $0) }
-            let mrr = productCadence.map { Money.milli(Double(priceSum) * monthlyFactor($0)) } ?? 0
-            products.append(
-                ProductSnapshot(
-                    productId: productId, active: try row.int64("active"), trial: try row.int64("trial"),
-                    cancelling: try row.int64("cancelling"), familyShared: try row.int64("family_shared"),
-                    mrrMilli: mrr,
-                    cadence: productCadence))
-        }
-        return Snapshot(at: t, products: products)
+            """
     }
-
 }

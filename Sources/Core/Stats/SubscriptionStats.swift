@@ -9,7 +9,7 @@ enum SubscriptionStats {
         var from: Timestamp
         var to: Timestamp
         var environment: StoreEnvironment
-        /// Only amounts in this currency count in revenue and MRR.
+        /// The reporting currency: every amount converts into it (`ExchangeRates`).
         var currency: String
         /// IANA zone (needs MariaDB's time zone tables) or a `+HH:MM` offset for the daily
         /// series; nil = UTC.
@@ -54,7 +54,11 @@ enum SubscriptionStats {
         let days = try dailyCounts(query, previousFrom: previousFrom, zone: zone, on: db)
         let current = Counts(summing: days.filter(\.current))
         let previous = Counts(summing: days.filter { !$0.current })
-        let activeUsers = try self.activeUsers(from: query.from, to: query.to, on: db)
+        let seenUsers = try self.activeUsers(from: query.from, to: query.to, on: db)
+        let paying = try payingUsers(at: snapshotAt, environment: env, from: query.from, to: query.to, on: db)
+        // The paying users count as active even when they did not open the app: the
+        // share can reach 100 %, never more.
+        let activeUsers = seenUsers + paying.unseen
         let profile = try subscriberProfile(query, on: db)
         let funnelFrom = max(query.from, now.adding(seconds: -paywallRetentionDays * 86_400))
         let funnel = try self.funnel(environment: env, from: funnelFrom, to: query.to, on: db)
@@ -74,7 +78,9 @@ enum SubscriptionStats {
                 "trialConversionPct": .double(pct(current.converted, current.trials)),
                 "previousTrialConversionPct": .double(pct(previous.converted, previous.trials)),
                 "activeUsers": .int(activeUsers),
-                "payingPct": .double(pct(end.paying, activeUsers)),
+                "seenUsers": .int(seenUsers),
+                "payingUsers": .int(paying.users),
+                "payingPct": .double(pct(paying.users, activeUsers)),
             ],
             "subscriberProfile": profile,
             "funnel": [
@@ -94,17 +100,24 @@ enum SubscriptionStats {
         return (Double(a) * 1000 / Double(b)).rounded(.toNearestOrAwayFromZero) / 10
     }
 
-    /// Monthly factor of a cadence: MRR = period price × factor.
-    static func monthlyFactor(_ cadence: Cadence) -> Double {
+    /// Monthly factor of a cadence as an exact fraction: MRR = period price × factor.
+    static func monthlyFactor(_ cadence: Cadence) -> (numerator: Int64, denominator: Int64) {
         switch cadence {
-        case .weekly: return 52.0 / 12.0
-        case .monthly: return 1
-        case .twoMonths: return 1.0 / 2.0
-        case .quarterly: return 1.0 / 3.0
-        case .semiannual: return 1.0 / 6.0
-        case .yearly: return 1.0 / 12.0
-        case .lifetime, .consumable, .nonRenewing: return 0
+        case .weekly: return (52, 12)
+        case .monthly: return (1, 1)
+        case .twoMonths: return (1, 2)
+        case .quarterly: return (1, 3)
+        case .semiannual: return (1, 6)
+        case .yearly: return (1, 12)
+        case .lifetime, .consumable, .nonRenewing: return (0, 1)
         }
+    }
+
+    /// `unconverted`: per currency without a rate (sorted by code), what stayed in it.
+    static func unconvertedJSON(_ byCurrency: [String: JSON]) -> JSON {
+        var object = JSONObject()
+        for code in byCurrency.keys.sorted() { object[code] = byCurrency[code] }
+        return .object(object)
     }
 
     /// A cadence from the length of a paid period, for products the catalog does not name.

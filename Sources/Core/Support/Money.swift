@@ -21,13 +21,19 @@ enum Money {
     /// |a| (Int64.min's is Int64.max).
     static func magnitude(_ a: Int64) -> Int64 { a == .min ? .max : Swift.abs(a) }
 
-    /// A computed amount (e.g. a price times a monthly factor) as milli-units, rounded,
-    /// clamped to Int64's bounds (NaN is 0).
-    static func milli(_ value: Double) -> Int64 {
-        guard !value.isNaN else { return 0 }
-        let rounded = value.rounded(.toNearestOrAwayFromZero)
-        if rounded >= 9.223372036854775807e18 { return .max }
-        if rounded <= -9.223372036854775808e18 { return .min }
+}
+
+extension Money {
+    /// `numerator / denominator` rounded half away from zero, clamped to Int64's bounds: the
+    /// one rounding of a converted amount (`ExchangeRates`) and of a monthly recurring amount
+    /// (`SubscriptionStats.monthlyFactor`). `denominator` must be positive.
+    static func dividedRounded(_ numerator: Int128, by denominator: Int128) -> Int64 {
+        precondition(denominator > 0, "a positive denominator")
+        let (quotient, remainder) = numerator.quotientAndRemainder(dividingBy: denominator)
+        var rounded = quotient
+        if remainder.magnitude * 2 >= denominator.magnitude { rounded += numerator < 0 ? -1 : 1 }
+        if rounded > Int128(Int64.max) { return .max }
+        if rounded < Int128(Int64.min) { return .min }
         return Int64(rounded)
     }
 }

@@ -31,9 +31,7 @@ enum UserAdmin {
         let unique = users.filter { seen.insert($0.id).inserted }
         let inserted = try db.transaction(retries: 3, isolation: .readCommitted) { db -> Int in
             var inserted = 0
-            var start = 0
-            while start < unique.count {
-                let chunk = unique[start..<min(start + chunkSize, unique.count)]
+            for chunk in unique.chunks(of: chunkSize) {
                 var query: SQLQuery = "INSERT IGNORE INTO billing_users (id, created_at, source) VALUES "
                 for (index, user) in chunk.enumerated() {
                     query.append(index == 0 ? "(\(user.id), \(user.createdAt), 'import')" : ", (\(user.id), \(user.createdAt), 'import')")
@@ -48,7 +46,6 @@ enum UserAdmin {
                     INSERT IGNORE INTO billing_access (user_id, revision, updated_at)
                     SELECT u.id, 0, \(now) FROM billing_users u WHERE u.id IN (\(list: ids))
                     """)
-                start += chunkSize
             }
             try AuditLog.write(
                 actor: actor, action: "users.import",
@@ -61,13 +58,11 @@ enum UserAdmin {
         }
         // Users with unmatched events waiting for them: fold those in now (idempotent).
         var waiting: [String] = []
-        var start = 0
-        while start < unique.count {
-            let ids = unique[start..<min(start + chunkSize, unique.count)].map { SQLValue.string($0.id) }
+        for chunk in unique.chunks(of: chunkSize) {
+            let ids = chunk.map { SQLValue.string($0.id) }
             for row in try db.query("SELECT DISTINCT candidate_id FROM billing_event_user_candidates WHERE candidate_id IN (\(list: ids))") {
                 waiting.append(try row.string("candidate_id"))
             }
-            start += chunkSize
         }
         for userId in waiting.sorted() { try UserDirectory.claimUnmatched(userId, now: now, on: db) }
         return ImportResult(inserted: inserted, existing: unique.count - inserted, claimed: waiting.sorted())

@@ -11,30 +11,10 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
         ) { request, context in
             try request.params.expectOnly("users", "actor")
             let actor = try request.params.requireActor()
-            let elements = try request.params.requireArray("users")
-            guard elements.count <= 10_000 else { throw RPCError.invalidParams("\"users\" holds at most 10000 users per call", field: "users") }
-            var users: [UserAdmin.ImportedUser] = []
-            users.reserveCapacity(elements.count)
-            for (index, element) in elements.enumerated() {
-                let params = RPCParams(element)
-                let field = "users[\(index)]"
-                guard case .object = element else { throw RPCError.invalidParams("\"\(field)\" must be an object", field: field) }
-                do {
-                    try params.expectOnly("id", "createdAt")
-                    users.append(
-                        UserAdmin.ImportedUser(
-                            id: try params.requireUserId("id", pattern: idPattern),
-                            createdAt: try params.requireTimestamp("createdAt")))
-                } catch let error as RPCError {
-                    var nested = error
-                    let inner = (error.data?["field"]?.stringValue).map { "\(field).\($0)" } ?? field
-                    nested.data = ["field": .string(inner)]
-                    let prefix = "Invalid params: "
-                    if error.message.hasPrefix(prefix) {
-                        nested.message = prefix + field + ": " + error.message.dropFirst(prefix.count)
-                    }
-                    throw nested
-                }
+            let users = try request.params.requireObjects("users", atMost: 10_000, noun: "users") { (params: RPCParams) throws(RPCError) in
+                try params.expectOnly("id", "createdAt")
+                return UserAdmin.ImportedUser(
+                    id: try params.requireUserId("id", pattern: idPattern), createdAt: try params.requireTimestamp("createdAt"))
             }
             let result = try UserAdmin.importUsers(users, actor: actor, now: context.clock.now(), on: try context.requireDatabase())
             return [
