@@ -69,8 +69,7 @@ import Testing
     }
 
     @Test func restoreMovesOnlyWithRestoreAndThePreviousOwnerLosesAccess() throws {
-        try withTestConnection { db in
-            _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: db)
+        try withMigratedDatabase { db in
             let owner = "11111111-1111-4111-8111-111111111111"
             let other = "22222222-2222-4222-8222-222222222222"
             for user in [owner, other] { try UserDirectory.ensureKnown(user, source: .token, createdAt: now, now: now, on: db) }
@@ -93,8 +92,7 @@ import Testing
     }
 
     @Test func quarantinedNotificationIsReRunAfterTheSettingIsFixed() throws {
-        try withTestConnection { db in
-            _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: db)
+        try withMigratedDatabase { db in
             let user = "33333333-3333-4333-8333-333333333333"
             try UserDirectory.ensureKnown(user, source: .token, createdAt: now, now: now, on: db)
             // Apple signs (chain A, trusted) for the app; the configuration names the bundle

@@ -55,9 +55,7 @@ private final class TemporarySQLDirectory {
     }
 
     @Test func schemaFollowsTheStorageConventions() throws {
-        let sql = try TestEnvironment.sqlDirectory()
-        try withTestConnection { db in
-            _ = try Migrator(directory: sql).migrate(using: db)
+        try withMigratedDatabase { db in
             let uncommentedTables = try db.query(
                 """
                 SELECT table_name AS name FROM information_schema.tables
@@ -91,9 +89,7 @@ private final class TemporarySQLDirectory {
     }
 
     @Test func initialSchemaEnforcesItsRules() throws {
-        let sql = try TestEnvironment.sqlDirectory()
-        try withTestConnection { db in
-            _ = try Migrator(directory: sql).migrate(using: db)
+        try withMigratedDatabase { db in
             let now = Timestamp(millisecondsSinceEpoch: 1_764_419_144_123)
             func insertEvent(
                 id: String, status: String = "unmatched", user: String? = nil, kind: String = "purchase",

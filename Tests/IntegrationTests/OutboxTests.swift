@@ -79,7 +79,7 @@ import Testing
     @Test func concurrentDeliveriesForOneUserAreOneRowPerChangeInRevisionOrder() throws {
         try withTestDatabase { configuration, _ in
             let setup = DatabaseConnection(configuration: configuration)
-            _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: setup)
+            try migrateTestDatabase(setup)
             let user = UUID().uuidString.lowercased()
             let now = Self.base.adding(milliseconds: 20 * 720 * Self.hour)
             try UserDirectory.ensureKnown(user, source: .token, createdAt: Self.base, now: Self.base, on: setup)
@@ -144,7 +144,7 @@ import Testing
     func aRowHeldElsewhereHoldsBackItsUsersLaterRowsOnly(held: Int) throws {
         try withTestDatabase { configuration, _ in
             let db = DatabaseConnection(configuration: configuration)
-            _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: db)
+            try migrateTestDatabase(db)
             let now = Self.base
             let (user, other) = (UUID().uuidString.lowercased(), UUID().uuidString.lowercased())
             for u in [user, other] { try UserDirectory.ensureKnown(u, source: .token, createdAt: now, now: now, on: db) }
@@ -186,7 +186,7 @@ import Testing
             var quiet = configuration
             quiet.writesOutbox = false
             let db = DatabaseConnection(configuration: quiet)
-            _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: db)
+            try migrateTestDatabase(db)
             let user = UUID().uuidString.lowercased()
             let now = Self.base.adding(milliseconds: 2 * 720 * Self.hour + Self.hour)
             try UserDirectory.ensureKnown(user, source: .token, createdAt: Self.base, now: Self.base, on: db)
@@ -207,7 +207,7 @@ import Testing
     @Test func aPublisherThatCannotReachNginxMarksNothingItDidNotPublish() throws {
         try withTestDatabase { configuration, _ in
             let db = DatabaseConnection(configuration: configuration)
-            _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: db)
+            try migrateTestDatabase(db)
             let now = Self.base
             let user = UUID().uuidString.lowercased()
             try UserDirectory.ensureKnown(user, source: .token, createdAt: now, now: now, on: db)

@@ -201,7 +201,7 @@ import Testing
     @Test func tenConcurrentConsumersOfTheLastCreditExactlyOneSucceeds() throws {
         try withTestDatabase { configuration, environment in
             let setup = DatabaseConnection(configuration: configuration)
-            _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: setup)
+            try migrateTestDatabase(setup)
             let f = try Fixture(setup)
             try f.setEnforcement(.enforce)
             let user = f.user

@@ -121,7 +121,7 @@ import Testing
     @Test func cachedAnswersEqualFullReadsWhateverChanges() throws {
         try withTestDatabase { configuration, _ in
             let setup = DatabaseConnection(configuration: configuration)
-            _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: setup)
+            try migrateTestDatabase(setup)
             let key = try PrivateKey.generateEC()
             let keysFile = FileManager.default.temporaryDirectory.appendingPathComponent("snapshot-cache-keys-\(UUID()).json").path
             defer { try? FileManager.default.removeItem(atPath: keysFile) }

@@ -347,10 +347,7 @@ import Testing
 
 /// A migrated test database.
 func withStatsDatabase(_ body: (DatabaseConnection) throws -> Void) throws {
-    try withTestConnection { db in
-        _ = try Migrator(directory: try TestEnvironment.sqlDirectory()).migrate(using: db)
-        try body(db)
-    }
+    try withMigratedDatabase(body)
 }
 
 /// The hand-computed fixture. Period [2026-03-01, 2026-04-01), previous [2026-01-29, 2026-03-01),
