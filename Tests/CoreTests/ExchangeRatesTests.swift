@@ -16,10 +16,11 @@ import Testing
         #expect(ExchangeRate(decimal: "17487.21")?.scaled == 1_748_721_000_000)
         #expect(ExchangeRate(decimal: "1")?.scaled == 100_000_000)
         #expect(ExchangeRate(decimal: "0.00000001")?.scaled == 1)
+        #expect(ExchangeRate(decimal: "9999999999.99999999")?.scaled == 999_999_999_999_999_999)
         #expect(ExchangeRate(decimal: "1.08560000")?.description == "1.0856")
         #expect(ExchangeRate(decimal: "25.025")?.description == "25.025")
         #expect(ExchangeRate(decimal: "7")?.description == "7")
-        for bad in ["", "N/A", "0", "0.0", "-1.2", "+1.2", "1e-5", "1.", ".5", "1.123456789", "1,0856", " 1.08", "1.08 ", "1234567890123", "1.2.3"] {
+        for bad in ["", "N/A", "0", "0.0", "-1.2", "+1.2", "1e-5", "1.", ".5", "1.123456789", "1,0856", " 1.08", "1.08 ", "12345678901", "1.2.3"] {
             #expect(ExchangeRate(decimal: bad) == nil, "\(bad)")
         }
     }

@@ -40,21 +40,24 @@ import Testing
         rows.map { ExchangeRates.Entry(currency: $0.1, day: RateDay(iso8601: $0.0)!, rate: ExchangeRate(decimal: $0.2)!) }
     }
 
+    /// Adds one event of subscription `sub` (user `U-sub`) numbered by `n`.
+    static func add(
+        _ db: DatabaseConnection, _ n: inout Int, _ prefix: String, _ kind: String, _ sub: String, _ price: Int64, _ currency: String,
+        _ purchased: String, _ expires: String, at: String? = nil, product: String = "app.plus.monthly"
+    ) throws {
+        n += 1
+        var row = StatsFixture.Row(kind: kind, sub: sub, at: at ?? purchased)
+        (row.product, row.price, row.currency, row.purchased, row.expires, row.user) = (product, price, currency, purchased, expires, "U-\(sub)")
+        try StatsFixture.insert(row, id: "\(prefix)-\(n)", on: db)
+    }
+
     static func load(_ db: DatabaseConnection) throws {
         var n = 0
         func add(
             _ kind: String, _ sub: String, _ price: Int64, _ currency: String, _ purchased: String, _ expires: String,
             at: String? = nil, product: String = "app.plus.monthly"
         ) throws {
-            n += 1
-            var row = StatsFixture.Row(kind: kind, sub: sub, at: at ?? purchased)
-            row.product = product
-            row.price = price
-            row.currency = currency
-            row.purchased = purchased
-            row.expires = expires
-            row.user = "U-\(sub)"
-            try StatsFixture.insert(row, id: "fx-\(n)", on: db)
+            try Self.add(db, &n, "fx", kind, sub, price, currency, purchased, expires, at: at, product: product)
         }
         try add("purchase", "A", 9_990, "USD", "2026-03-01T12:00:00Z", "2026-04-01T12:00:00Z")
         try add("purchase", "B", 1_200_000, "JPY", "2026-03-02T08:00:00Z", "2026-04-02T08:00:00Z")
@@ -71,6 +74,112 @@ import Testing
         h.expires = "2026-04-15T00:00:00Z"
         h.user = "U-H"
         try StatsFixture.insert(h, id: "fx-h", on: db)
+    }
+
+    /// The MRR movement fixture (same rates, same period):
+    /// - A  USD 9.99 from 03-01: new, 9250.
+    /// - C  GBP 7.99 02-20 (no rate at the start) renewed 03-20 (9315): its MRR appears with
+    ///      a rate: fx.
+    /// - F  USD 9.99 02-10 to 03-10 (no rate): in neither MRR, no movement.
+    /// - I  EUR 9.99 02-15 to 03-15, not renewed: churned −9990.
+    /// - J  EUR paid in January (to 02-01), bought again 03-10: reactivation 9990.
+    /// - K  EUR 4.99 02-20, renewed 03-20 as app.pro.monthly at 7.99: expansion 3000.
+    /// - L  USD 9.99 02-27 (1.08: 9250), renewed 03-27 at 03-16's 1.10 (9081.82): at the
+    ///      start's rate the same 9250, no expansion; −168.18 is fx.
+    /// MRR start: I 9990 + K 4990 + L 9250 = 24230. End: A 9250 + C 9315 + J 9990 + L
+    /// round(9081.82) 9082 = 37637 monthly, K 7990: 45627. Difference 21397 = new 9250 +
+    /// reactivation 9990 + expansion 3000 − churned 9990 + fx 9147 (9315 − 168.18, and the
+    /// 0.18 L's MRR was rounded by). Churn: 1 of the 3 subscriptions with MRR at the start.
+    static func loadMovements(_ db: DatabaseConnection) throws {
+        var n = 0
+        func add(
+            _ kind: String, _ sub: String, _ price: Int64, _ currency: String, _ purchased: String, _ expires: String,
+            product: String = "app.plus.monthly"
+        ) throws {
+            try Self.add(db, &n, "mv", kind, sub, price, currency, purchased, expires, product: product)
+        }
+        try add("purchase", "A", 9_990, "USD", "2026-03-01T12:00:00Z", "2026-04-01T12:00:00Z")
+        try add("purchase", "C", 7_990, "GBP", "2026-02-20T00:00:00Z", "2026-03-20T00:00:00Z")
+        try add("renewal", "C", 7_990, "GBP", "2026-03-20T00:00:00Z", "2026-04-20T00:00:00Z")
+        try add("purchase", "F", 9_990, "USD", "2026-02-10T00:00:00Z", "2026-03-10T00:00:00Z")
+        try add("purchase", "I", 9_990, "EUR", "2026-02-15T00:00:00Z", "2026-03-15T00:00:00Z")
+        try add("purchase", "J", 9_990, "EUR", "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z")
+        try add("purchase", "J", 9_990, "EUR", "2026-03-10T00:00:00Z", "2026-04-10T00:00:00Z")
+        try add("purchase", "K", 4_990, "EUR", "2026-02-20T00:00:00Z", "2026-03-20T00:00:00Z")
+        try add("renewal", "K", 7_990, "EUR", "2026-03-20T00:00:00Z", "2026-04-20T00:00:00Z", product: "app.pro.monthly")
+        try add("purchase", "L", 9_990, "USD", "2026-02-27T00:00:00Z", "2026-03-27T00:00:00Z")
+        try add("renewal", "L", 9_990, "USD", "2026-03-27T00:00:00Z", "2026-04-27T00:00:00Z")
+    }
+
+    @Test func mrrMovesByKindAndTheKindsSumToTheChange() throws {
+        try withStatsDatabase { db in
+            try Self.loadMovements(db)
+            _ = try ExchangeRates.importRates(Self.entries(Self.ecb), source: "ecb", actor: "test@ops", now: Self.now, on: db)
+            let r = try report(db)
+            #expect(r["snapshots"]!["start"]!["mrrMilli"] == 24_230)
+            #expect(r["snapshots"]!["end"]!["mrrMilli"] == 45_627)
+            let m = r["mrrMovement"]!
+            #expect(m["new"] == 9_250)
+            #expect(m["reactivation"] == 9_990)
+            #expect(m["expansion"] == 3_000)
+            #expect(m["contraction"] == 0)
+            #expect(m["churned"] == -9_990)
+            #expect(m["fx"] == 9_147)
+            #expect(m["subscriptions"] == ["atStart": 3, "new": 1, "expansion": 1, "contraction": 0, "churned": 1, "reactivation": 1])
+            #expect(r["derived"]!["churnRatePct"] == .double(33.3))
+            // Without rates: only what is in EUR moves, and the sum still holds.
+            try db.execute("DELETE FROM billing_exchange_rates")
+            let eur = try report(db)
+            let e = eur["mrrMovement"]!
+            #expect(eur["snapshots"]!["start"]!["mrrMilli"] == 14_980)
+            #expect(eur["snapshots"]!["end"]!["mrrMilli"] == 17_980)
+            #expect([e["new"], e["reactivation"], e["expansion"], e["churned"], e["fx"]] == [0, 9_990, 3_000, -9_990, 0])
+        }
+    }
+
+    /// Cohorts of the first fixture, [2026-02-01, 2026-04-01), now 04-10 (boundaries 03-01
+    /// and 04-01):
+    /// - February: C (02-20), F (02-10), G (02-28). At 03-01 all three pay; at 04-01 C
+    ///   (renewed to 04-20) and G (yearly) do, F lapsed 03-10: 3, 3, 2 → 100, 100, 66.7 %.
+    ///   Revenue: C's renewal 9315, G 55546 = 64861; C's first GBP 7990 and F's USD 9990 have
+    ///   no rate (unconverted). LTV 64861 ÷ 3 = 21620.33 → 21620.
+    /// - March: A, B, D, E (H has no paid period: in no cohort). At 04-01: A (to 04-01
+    ///   12:00), B, E; D was refunded: 4, 3 → 100, 75 %. Revenue 9250 + 7411 + 18173 + 4990
+    ///   = 39824, refunded 18173, net 21651; LTV 21651 ÷ 4 = 5412.75 → 5413.
+    @Test func cohortsOfTheFixtureAsComputedByHand() throws {
+        try withStatsDatabase { db in
+            try Self.load(db)
+            _ = try ExchangeRates.importRates(Self.entries(Self.ecb), source: "ecb", actor: "test@ops", now: Self.now, on: db)
+            let q = SubscriptionStats.Query(
+                from: Self.t("2026-02-01T00:00:00Z"), to: Self.to, environment: .production, currency: "EUR")
+            let r = try SubscriptionStats.cohorts(q, now: Self.now, on: db)
+            #expect(r["asOf"] == "2026-04-01T00:00:00.000Z")
+            let rows = r["cohorts"]!.arrayValue!
+            #expect(rows.map { $0["month"] } == ["2026-02", "2026-03"])
+            let february = rows[0]
+            #expect(february["subscribers"] == 3)
+            #expect(
+                february["retention"]
+                    == [
+                        ["index": 0, "paying": 3, "pct": 100.0], ["index": 1, "paying": 3, "pct": 100.0],
+                        ["index": 2, "paying": 2, "pct": 66.7],
+                    ])
+            #expect(february["grossMilli"] == 64_861)
+            #expect(february["refundedMilli"] == 0)
+            #expect(february["ltvMilli"] == 21_620)
+            #expect(
+                february["unconverted"] == ["GBP": ["grossMilli": 7_990, "refundedMilli": 0], "USD": ["grossMilli": 9_990, "refundedMilli": 0]])
+            let march = rows[1]
+            #expect(march["subscribers"] == 4)
+            #expect(march["retention"] == [["index": 0, "paying": 4, "pct": 100.0], ["index": 1, "paying": 3, "pct": 75.0]])
+            #expect([march["grossMilli"], march["refundedMilli"], march["revenueMilli"]] == [39_824, 18_173, 21_651])
+            #expect(march["ltvMilli"] == 5_413)
+            #expect(march["unconverted"] == .object([:]))
+
+            // Before the first boundary is reached (now 02-20): index 0 only.
+            let early = try SubscriptionStats.cohorts(q, now: Self.t("2026-02-20T00:00:00Z"), on: db)
+            #expect(early["cohorts"]!.arrayValue!.map { $0["retention"]!.arrayValue!.count } == [1, 1])
+        }
     }
 
     func report(_ db: DatabaseConnection, currency: String = "EUR") throws -> JSON {
@@ -91,6 +200,16 @@ import Testing
             #expect(current["refundedMilli"] == 18_173)
             #expect(current["revenueMilli"] == 30_966)
             #expect(current["unconverted"] == .object([:]))
+            // Per currency sold in: gross and refunded in it, and its converted net (the
+            // parts of revenueMilli: 4990 + 9250 + 7411 + 9315 = 30966).
+            #expect(
+                current["byCurrency"]
+                    == [
+                        "EUR": ["grossMilli": 4_990, "refundedMilli": 0, "revenueMilli": 4_990],
+                        "GBP": ["grossMilli": 7_990, "refundedMilli": 0, "revenueMilli": 9_315],
+                        "JPY": ["grossMilli": 1_200_000, "refundedMilli": 0, "revenueMilli": 7_411],
+                        "USD": ["grossMilli": 29_980, "refundedMilli": 19_990, "revenueMilli": 9_250],
+                    ])
             let previous = r["counts"]!["previous"]!
             #expect(previous["grossMilli"] == 55_546)
             #expect(
@@ -111,6 +230,15 @@ import Testing
             #expect(usd["counts"]!["current"]!["grossMilli"] == 53_744)
             #expect(usd["counts"]!["current"]!["refundedMilli"] == 19_990)
             #expect(usd["currency"] == "USD")
+            // Refund rate: D's refund among the five sales of March (A, B, C's renewal, D, E).
+            #expect(r["derived"]!["refundRatePct"] == .double(20.0))
+            #expect(current["sales"] == 5)
+            #expect(r["derived"]!["previousRefundRatePct"] == .double(0.0))
+            // The movement: A, B, E new (9250 + 7411.07 + 4990 → 21651); C's MRR appears with
+            // its renewal's rate and F's leaves unconverted, both fx: 30966 − 21651 = 9315.
+            #expect(r["mrrMovement"]!["new"] == 21_651)
+            #expect(r["mrrMovement"]!["fx"] == 9_315)
+            #expect(r["mrrMovement"]!["churned"] == 0)
         }
     }
 

@@ -56,7 +56,7 @@ import Testing
         return "\(d.current ? "cur" : "prev") \(d.day): new \(c.new) trials \(c.trials) converted \(c.converted) "
             + "renewals \(c.renewals) cancellations \(c.cancellations) lost \(c.lost) refunds \(c.refunds) "
             + "issues \(c.billingIssues) revocations \(c.revocations) gross \(c.grossMilli) refunded \(c.refundedMilli) "
-            + "one-time \(c.oneTimePurchases) unconverted "
+            + "one-time \(c.oneTimePurchases) sales \(c.sales) unconverted "
             + c.unconverted.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value.grossMilli)/\($0.value.refundedMilli)" }
             .joined(separator: ", ")
     }
@@ -103,6 +103,10 @@ import Testing
                     row.currency = ["EUR", "USD", "GBP", "JPY"][random.next(4)]
                     // The period key: the period's purchase instant, often shared, sometimes absent.
                     row.purchased = [nil, at, instants[random.next(instants.count)], "2026-02-10T12:00:00Z"][random.next(4)]
+                    // The access end: before, between and after the two snapshots (from, to).
+                    row.expires =
+                        [nil, "2026-02-20T00:00:00Z", "2026-03-15T00:00:00Z", "2026-04-20T00:00:00Z", "2026-05-01T00:00:00Z"][
+                            random.next(5)]
                     row.status = ["applied", "applied", "applied", "unmatched", "ignored", "failed"][random.next(6)]
                     // A family-shared subscription is no sale: its money does not count.
                     row.familyShared = s % 5 == 3
@@ -139,6 +143,8 @@ import Testing
                     AND y.family_shared = 0 AND y.price_milli > 0
                   THEN y.price_milli ELSE 0 END) AS gross_sum,
               SUM(y.kind = 'non_renewing_purchase' AND y.rk_period = 1) AS one_time,
+              SUM(CASE WHEN (y.is_paid_period = 1 OR y.kind = 'non_renewing_purchase') AND y.rk_period = 1
+                  AND y.family_shared = 0 AND y.price_milli > 0 THEN 1 ELSE 0 END) AS sales,
               SUM(CASE WHEN y.kind = 'refund' AND y.rk_refund_period = 1 AND y.family_shared = 0
                   THEN ABS(COALESCE(y.price_milli, 0)) ELSE 0 END) AS refunded_sum,
               COALESCE(y.currency, 'XXX') AS money_currency, DATE(y.period_key) AS rate_day
@@ -249,6 +255,7 @@ import Testing
             c.revocations += try row.int64("revocations")
             c.billingIssues += try row.int64("billing_issues")
             c.oneTimePurchases += try row.int64("one_time")
+            c.sales += try row.int64("sales")
             let currency = try row.string("money_currency")
             for (sum, converted, isGross) in [("gross_sum", "gross_converted", true), ("refunded_sum", "refunded_converted", false)] {
                 let amount = Int64(try row.string(sum))!

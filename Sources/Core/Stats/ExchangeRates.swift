@@ -18,11 +18,12 @@ struct ExchangeRate: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     init(scaled: Int64) { self.scaled = scaled }
 
-    /// A plain positive decimal as published (`1.0856`, `161.92`, `0.85773`): 1–12 integer
-    /// digits and at most 8 decimals; nil for anything else (signs, exponents, zero, `N/A`).
+    /// A plain positive decimal as published (`1.0856`, `161.92`, `0.85773`): 1–10 integer
+    /// digits (the largest ECB rate ever, the old Turkish lira's, had 7) and at most 8
+    /// decimals; nil for anything else (signs, exponents, zero, `N/A`).
     init?(decimal text: String) {
         let parts = text.utf8.split(separator: UInt8(ascii: "."), maxSplits: 1, omittingEmptySubsequences: false)
-        guard let whole = parts.first, (1...12).contains(whole.count) else { return nil }
+        guard let whole = parts.first, (1...10).contains(whole.count) else { return nil }
         let fraction = parts.count == 2 ? Array(parts[1]) : []
         guard parts.count == 1 || (1...Self.decimals).contains(fraction.count) else { return nil }
         var value: Int64 = 0
@@ -111,6 +112,24 @@ struct ExchangeRates: Sendable {
         return Money.dividedRounded(Int128(milli) * Int128(wanted.rate.scaled), by: Int128(source.rate.scaled))
     }
 
+    /// `convert`, times `scale` and without rounding yet: `milli × numerator ÷ denominator`
+    /// (e.g. a monthly factor) in units of 1/`scale` milli, rounded once, half away from
+    /// zero; nil when a rate is missing. For sums of many small terms (MRR movements) that
+    /// are rounded once at the end.
+    func convertScaled(
+        _ milli: Int64, from currency: String, to target: String, on day: RateDay,
+        times factor: (numerator: Int64, denominator: Int64), scale: Int64
+    ) -> Int128? {
+        var numerator = Money.product(Int128(milli), Int128(factor.numerator) * Int128(scale))
+        var denominator = Int128(factor.denominator)
+        if currency != target {
+            guard let source = rate(currency, on: day), let wanted = rate(target, on: day) else { return nil }
+            numerator = Money.product(numerator, Int128(wanted.rate.scaled))
+            denominator *= Int128(source.rate.scaled)
+        }
+        return Money.roundedQuotient(numerator, denominator)
+    }
+
     /// The rates of `currencies` that days in `days` can need: each currency's latest rate on
     /// or before the first day, and every later one up to the last (two index ranges of
     /// the primary key per currency).
@@ -172,6 +191,16 @@ struct CurrencyAmounts: Sendable, Equatable {
         guard let first = sums.keys.map(\.day).min(), let last = sums.keys.map(\.day).max() else { return nil }
         return first...last
     }
+
+    /// The amounts of one currency.
+    func only(_ currency: String) -> CurrencyAmounts {
+        var part = CurrencyAmounts()
+        part.sums = sums.filter { $0.key.currency == currency }
+        return part
+    }
+
+    /// The sum of every amount, in whatever currency (meaningful for one currency).
+    var total: Int64 { sums.values.reduce(0, Money.add) }
 
     /// The converted total in `target` and, per currency, what had no rate (in its own
     /// currency, unconverted).

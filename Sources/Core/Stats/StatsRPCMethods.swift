@@ -1,5 +1,6 @@
 extension RPCMethodRegistry where Context: RPCContextProtocol {
-    /// `stats.subscriptions` and `stats.purgePaywallEvents` (docs/stats.md).
+    /// `stats.subscriptions`, `stats.cohorts`, `rates.import`, `rates.list` and
+    /// `stats.purgePaywallEvents` (docs/stats.md).
     /// `reportingCurrency`: `reporting.currency`, the default currency of revenue and MRR.
     mutating func registerStatsMethods(catalog: ProductCatalog, reportingCurrency: String) {
         register(
@@ -9,26 +10,59 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
                 "{from: ISO-8601, to: ISO-8601, environment: \"production\"|\"sandbox\", currency?: ISO 4217 (default reporting.currency), timeZone?: IANA zone or +HH:MM (default UTC)}"
         ) { request, context in
             try request.params.expectOnly("from", "to", "environment", "currency", "timeZone")
-            let from = try request.params.requireTimestamp("from")
-            let to = try request.params.requireTimestamp("to")
-            let environment = try request.params.requireEnvironment()
-            let currency =
-                try request.params.optionalValue("currency") == nil
-                ? reportingCurrency : try request.params.requireCurrency("currency", allowEuro: true)
-            let timeZone = try request.params.optionalString("timeZone", maxLength: 64)
+            let query = try request.params.requireStatsQuery(reportingCurrency: reportingCurrency, timeZone: true)
             guard let db = context.database else { throw RPCError(code: RPCError.Code.unavailable, message: "no database configured") }
             do {
-                return try SubscriptionStats.compute(
-                    SubscriptionStats.Query(from: from, to: to, environment: environment, currency: currency, timeZone: timeZone),
-                    now: context.clock.now(), cadence: catalog.cadence(of:), on: db)
+                return try SubscriptionStats.compute(query, now: context.clock.now(), cadence: catalog.cadence(of:), on: db)
             } catch let error as SubscriptionStats.QueryError {
-                switch error {
-                case .emptyPeriod: throw RPCError.invalidParams("\"to\" must be after \"from\"")
-                case .periodTooLong: throw RPCError.invalidParams("the period may span at most \(SubscriptionStats.maximumPeriodDays) days")
-                case .unknownTimeZone(let zone):
-                    throw RPCError.invalidParams(
-                        "unknown \"timeZone\" \(zone): use an IANA name (MariaDB time zone tables) or an offset such as +02:00")
+                throw error.rpcError(maximumDays: SubscriptionStats.maximumPeriodDays)
+            }
+        }
+        register(
+            "stats.snapshots",
+            summary: "The snapshot (active, trial, paying, cancelling, MRR) at each of up to 100 instants: a series of MRR and subscriptions",
+            params:
+                "{at: [ISO-8601] (1..\(SubscriptionStats.maximumSnapshots)), environment: \"production\"|\"sandbox\", currency?: ISO 4217 (default reporting.currency)}"
+        ) { request, context in
+            try request.params.expectOnly("at", "environment", "currency")
+            let environment = try request.params.requireEnvironment()
+            let currency = try request.params.reportingCurrency(default: reportingCurrency)
+            let list = try request.params.requireArray("at")
+            guard (1...SubscriptionStats.maximumSnapshots).contains(list.count) else {
+                throw RPCError.invalidParams("\"at\" must name 1 to \(SubscriptionStats.maximumSnapshots) instants", field: "at")
+            }
+            var instants: [Timestamp] = []
+            for item in list {
+                guard let text = item.stringValue, let t = Timestamp(iso8601: text) else {
+                    throw RPCError.invalidParams("\"at\" must hold ISO-8601 instants such as 2026-03-01T00:00:00Z", field: "at")
                 }
+                instants.append(t)
+            }
+            let db = try context.requireDatabase()
+            let now = context.clock.now()
+            let snapshots = try instants.map {
+                try SubscriptionStats.snapshot(
+                    at: min($0, now), environment: environment.rawValue, currency: currency, cadence: catalog.cadence(of:), on: db
+                ).json
+            }
+            return ["environment": .string(environment.rawValue), "currency": .string(currency), "snapshots": .array(snapshots)]
+        }
+        register(
+            "stats.cohorts",
+            summary:
+                "Cohorts by UTC month of the first paid period: subscribers, the share still paying at each following month, realized revenue and LTV up to to",
+            params:
+                "{from: ISO-8601, to: ISO-8601 (at most \(SubscriptionStats.maximumCohortDays) days), environment: \"production\"|\"sandbox\", by?: \"month\", currency?: ISO 4217 (default reporting.currency)}"
+        ) { request, context in
+            try request.params.expectOnly("from", "to", "environment", "by", "currency")
+            let query = try request.params.requireStatsQuery(reportingCurrency: reportingCurrency, timeZone: false)
+            if let by = try request.params.optionalString("by", maxLength: 16), by != "month" {
+                throw RPCError.invalidParams("\"by\" must be \"month\" (cohorts are calendar months, UTC)", field: "by")
+            }
+            do {
+                return try SubscriptionStats.cohorts(query, now: context.clock.now(), on: try context.requireDatabase())
+            } catch let error as SubscriptionStats.QueryError {
+                throw error.rpcError(maximumDays: SubscriptionStats.maximumCohortDays)
             }
         }
         register(
@@ -88,7 +122,33 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
     }
 }
 
+extension SubscriptionStats.QueryError {
+    /// The -32602 an operator reads for a query the stats refuse.
+    func rpcError(maximumDays: Int64) -> RPCError {
+        switch self {
+        case .emptyPeriod: return .invalidParams("\"to\" must be after \"from\"")
+        case .periodTooLong: return .invalidParams("the period may span at most \(maximumDays) days")
+        case .unknownTimeZone(let zone):
+            return .invalidParams("unknown \"timeZone\" \(zone): use an IANA name (MariaDB time zone tables) or an offset such as +02:00")
+        }
+    }
+}
+
 extension RPCParams {
+    /// `from`, `to`, `environment`, `currency` (default `reporting.currency`) and, when the
+    /// method takes one, `timeZone` of a stats query.
+    func requireStatsQuery(reportingCurrency: String, timeZone: Bool) throws(RPCError) -> SubscriptionStats.Query {
+        SubscriptionStats.Query(
+            from: try requireTimestamp("from"), to: try requireTimestamp("to"), environment: try requireEnvironment(),
+            currency: try self.reportingCurrency(default: reportingCurrency),
+            timeZone: timeZone ? try optionalString("timeZone", maxLength: 64) : nil)
+    }
+
+    /// `currency` when given (any ISO 4217 code, EUR included), else `fallback`.
+    func reportingCurrency(default fallback: String) throws(RPCError) -> String {
+        try optionalValue("currency") == nil ? fallback : try requireCurrency("currency", allowEuro: true)
+    }
+
     /// An ISO 4217 code: three capital letters (EUR refused unless `allowEuro`: the base of
     /// the rates, 1 by definition).
     func requireCurrency(_ key: String, allowEuro: Bool) throws(RPCError) -> String {

@@ -16,12 +16,17 @@ extension SubscriptionStats {
         var oneTimePurchases: Int64 = 0
         /// New family-shared subscriptions: access, but no sale (counted here only).
         var familyShared: Int64 = 0
+        /// Sales: the paid period starts and one-time purchases whose price is in `grossMilli`.
+        var sales: Int64 = 0
         /// While the scan runs: the sales and refunds in their own currencies, by purchase
         /// day (`convert` turns them into `grossMilli` and `refundedMilli`).
         var gross = CurrencyAmounts()
         var refunded = CurrencyAmounts()
         /// Per currency without a rate on the purchase day: gross and refunded in it.
         var unconverted: [String: (grossMilli: Int64, refundedMilli: Int64)] = [:]
+        /// Per currency sold in: gross and refunded in that currency, and the net of what
+        /// converted, in the report's currency (the per-currency parts of `revenueMilli`).
+        var byCurrency: [String: (grossMilli: Int64, refundedMilli: Int64, revenueMilli: Int64)] = [:]
 
         init() {}
 
@@ -34,6 +39,14 @@ extension SubscriptionStats {
             refundedMilli = returned.milli
             for (code, milli) in sold.unconverted { unconverted[code, default: (0, 0)].grossMilli = milli }
             for (code, milli) in returned.unconverted { unconverted[code, default: (0, 0)].refundedMilli = milli }
+            for code in gross.currencies.union(refunded.currencies) {
+                let g = gross.only(code)
+                let r = refunded.only(code)
+                byCurrency[code] = (
+                    g.total, r.total,
+                    Money.subtract(g.converted(to: currency, with: rates).milli, r.converted(to: currency, with: rates).milli)
+                )
+            }
             gross = CurrencyAmounts()
             refunded = CurrencyAmounts()
         }
@@ -53,9 +66,17 @@ extension SubscriptionStats {
                 refundedMilli = Money.add(refundedMilli, d.counts.refundedMilli)
                 oneTimePurchases += d.counts.oneTimePurchases
                 familyShared += d.counts.familyShared
+                sales += d.counts.sales
                 for (code, u) in d.counts.unconverted {
                     let sum = unconverted[code] ?? (0, 0)
                     unconverted[code] = (Money.add(sum.grossMilli, u.grossMilli), Money.add(sum.refundedMilli, u.refundedMilli))
+                }
+                for (code, b) in d.counts.byCurrency {
+                    let sum = byCurrency[code] ?? (0, 0, 0)
+                    byCurrency[code] = (
+                        Money.add(sum.grossMilli, b.grossMilli), Money.add(sum.refundedMilli, b.refundedMilli),
+                        Money.add(sum.revenueMilli, b.revenueMilli)
+                    )
                 }
             }
         }
@@ -67,9 +88,13 @@ extension SubscriptionStats {
                 "billingIssues": .int(billingIssues), "revocations": .int(revocations),
                 "revenueMilli": .int(Money.subtract(grossMilli, refundedMilli)),
                 "grossMilli": .int(grossMilli), "refundedMilli": .int(refundedMilli),
-                "oneTimePurchases": .int(oneTimePurchases), "familyShared": .int(familyShared),
-                "unconverted": SubscriptionStats.unconvertedJSON(
+                "oneTimePurchases": .int(oneTimePurchases), "familyShared": .int(familyShared), "sales": .int(sales),
+                "unconverted": SubscriptionStats.byCurrencyJSON(
                     unconverted.mapValues { ["grossMilli": .int($0.grossMilli), "refundedMilli": .int($0.refundedMilli)] }),
+                "byCurrency": SubscriptionStats.byCurrencyJSON(
+                    byCurrency.mapValues {
+                        ["grossMilli": .int($0.grossMilli), "refundedMilli": .int($0.refundedMilli), "revenueMilli": .int($0.revenueMilli)]
+                    }),
             ]
         }
     }
@@ -179,9 +204,9 @@ extension SubscriptionStats {
         }
     }
 
-    /// Every day's amounts into `currency`, with the rates of the currencies and purchase
-    /// days they name (loaded once for all days).
-    static func convert(_ days: inout [DayKey: Counts], to currency: String, on db: DatabaseConnection) throws {
+    /// Every day's (or cohort's) amounts into `currency`, with the rates of the currencies
+    /// and purchase days they name (loaded once for all of them).
+    static func convert<Key: Hashable>(_ days: inout [Key: Counts], to currency: String, on db: DatabaseConnection) throws {
         var wanted = CurrencyAmounts()
         for counts in days.values {
             wanted.add(counts.gross)
@@ -245,7 +270,10 @@ extension SubscriptionStats {
                 periods[e.periodKey, default: (0, 0, 0)].starts += 1
                 if periods[e.periodKey]!.starts == 1 {
                     c.oneTimePurchases += 1
-                    if let price = e.sale { c.gross.add(price, currency: e.currency, day: e.purchaseDay) }
+                    if let price = e.sale {
+                        c.gross.add(price, currency: e.currency, day: e.purchaseDay)
+                        c.sales += 1
+                    }
                 }
             }
             if periodStart {
@@ -253,7 +281,10 @@ extension SubscriptionStats {
                 let firstReport = periods[e.periodKey]!.starts == 1
                 if firstReport && !e.isTrial {
                     if lastPeriodTrial { c.converted += 1 }
-                    if let price = e.sale { c.gross.add(price, currency: e.currency, day: e.purchaseDay) }
+                    if let price = e.sale {
+                        c.gross.add(price, currency: e.currency, day: e.purchaseDay)
+                        c.sales += 1
+                    }
                 }
                 if firstReport && e.kind == "renewal" { c.renewals += 1 }
                 lastPeriodTrial = e.isTrial

@@ -25,8 +25,9 @@ extension SubscriptionStats {
         var mrrMilli: Int64 { products.reduce(0) { Money.add($0, $1.mrrMilli) } }
         /// Paying subscriptions whose owners are known users, counted once per user, and
         /// those of them not seen in the report's period (`SubscriptionStats.payingUsers`).
-        var payingUsers: Int64 = 0
-        var payingUsersUnseen: Int64 = 0
+        /// The paying prices in their currencies by purchase day, all products together: the
+        /// currencies and days whose rates the snapshot (and the MRR movement) converts at.
+        var prices = CurrencyAmounts()
 
         /// Per currency without a rate: its subscriptions and their MRR in that currency.
         var unconverted: JSON {
@@ -37,7 +38,7 @@ extension SubscriptionStats {
                     merged[currency] = (sum.subscriptions + u.subscriptions, Money.add(sum.mrrMilli, u.mrrMilli))
                 }
             }
-            return SubscriptionStats.unconvertedJSON(merged.mapValues { ["subscriptions": .int($0.subscriptions), "mrrMilli": .int($0.mrrMilli)] })
+            return SubscriptionStats.byCurrencyJSON(merged.mapValues { ["subscriptions": .int($0.subscriptions), "mrrMilli": .int($0.mrrMilli)] })
         }
 
         var json: JSON {
@@ -129,7 +130,7 @@ extension SubscriptionStats {
             }
             snapshots.append(p.counts)
         }
-        return Snapshot(at: t, products: snapshots)
+        return Snapshot(at: t, products: snapshots, prices: wanted)
     }
 
     /// The paying subscriptions active at `t` whose owner is a known user, as users: how
@@ -156,10 +157,10 @@ extension SubscriptionStats {
         return Money.dividedRounded(Int128(milli) * Int128(factor.numerator), by: Int128(factor.denominator))
     }
 
-    private static let isTrial = "COALESCE(pe.is_trial, le.is_trial)"
-    private static let isShared = "COALESCE(pe.family_shared, le.family_shared)"
+    static let isTrial = "COALESCE(pe.is_trial, le.is_trial)"
+    static let isShared = "COALESCE(pe.family_shared, le.family_shared)"
     /// A subscription that pays: not a trial, not family-shared, its period priced.
-    private static let paidPeriod = "(\(isTrial) = 0 AND \(isShared) = 0 AND pe.price_milli > 0)"
+    static let paidPeriod = "(\(isTrial) = 0 AND \(isShared) = 0 AND pe.price_milli > 0)"
 
     /// `FROM … WHERE …` of the subscriptions active at `t`: `z` (the subscription, whether its
     /// renewal is off), `le` its latest event and `pe` its latest period start before t.

@@ -26,6 +26,8 @@ enum SubscriptionStats {
 
     /// Longest period accepted (the daily series has one entry per day).
     static let maximumPeriodDays: Int64 = 400
+    /// Most instants of one `stats.snapshots` call (each is one snapshot query).
+    static let maximumSnapshots = 100
     /// Paywall events are kept this long (then purged).
     static let paywallRetentionDays: Int64 = 30
 
@@ -51,6 +53,7 @@ enum SubscriptionStats {
 
         let start = try snapshot(at: query.from, environment: env, currency: query.currency, cadence: cadence, on: db)
         let end = try snapshot(at: snapshotAt, environment: env, currency: query.currency, cadence: cadence, on: db)
+        let movement = try self.movement(query, snapshotAt: snapshotAt, start: start, end: end, on: db)
         let days = try dailyCounts(query, previousFrom: previousFrom, zone: zone, on: db)
         let current = Counts(summing: days.filter(\.current))
         let previous = Counts(summing: days.filter { !$0.current })
@@ -73,6 +76,7 @@ enum SubscriptionStats {
             "period": ["from": .string(query.from.iso8601), "to": .string(query.to.iso8601)],
             "previousPeriod": ["from": .string(previousFrom.iso8601), "to": .string(query.from.iso8601)],
             "snapshots": ["start": start.json, "end": end.json],
+            "mrrMovement": movement.json,
             "counts": ["current": current.json, "previous": previous.json],
             "derived": [
                 "trialConversionPct": .double(pct(current.converted, current.trials)),
@@ -81,6 +85,9 @@ enum SubscriptionStats {
                 "seenUsers": .int(seenUsers),
                 "payingUsers": .int(paying.users),
                 "payingPct": .double(pct(paying.users, activeUsers)),
+                "churnRatePct": .double(pct(movement.counts.churned, movement.counts.atStart)),
+                "refundRatePct": .double(pct(current.refunds, current.sales)),
+                "previousRefundRatePct": .double(pct(previous.refunds, previous.sales)),
             ],
             "subscriberProfile": profile,
             "funnel": [
@@ -114,7 +121,7 @@ enum SubscriptionStats {
     }
 
     /// `unconverted`: per currency without a rate (sorted by code), what stayed in it.
-    static func unconvertedJSON(_ byCurrency: [String: JSON]) -> JSON {
+    static func byCurrencyJSON(_ byCurrency: [String: JSON]) -> JSON {
         var object = JSONObject()
         for code in byCurrency.keys.sorted() { object[code] = byCurrency[code] }
         return .object(object)

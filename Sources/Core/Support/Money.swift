@@ -28,12 +28,23 @@ extension Money {
     /// one rounding of a converted amount (`ExchangeRates`) and of a monthly recurring amount
     /// (`SubscriptionStats.monthlyFactor`). `denominator` must be positive.
     static func dividedRounded(_ numerator: Int128, by denominator: Int128) -> Int64 {
-        precondition(denominator > 0, "a positive denominator")
-        let (quotient, remainder) = numerator.quotientAndRemainder(dividingBy: denominator)
-        var rounded = quotient
-        if remainder.magnitude * 2 >= denominator.magnitude { rounded += numerator < 0 ? -1 : 1 }
+        let rounded = roundedQuotient(numerator, denominator)
         if rounded > Int128(Int64.max) { return .max }
         if rounded < Int128(Int64.min) { return .min }
         return Int64(rounded)
+    }
+
+    /// `numerator / denominator` rounded half away from zero, in 128 bits.
+    static func roundedQuotient(_ numerator: Int128, _ denominator: Int128) -> Int128 {
+        precondition(denominator > 0, "a positive denominator")
+        let (quotient, remainder) = numerator.quotientAndRemainder(dividingBy: denominator)
+        guard remainder.magnitude * 2 >= denominator.magnitude else { return quotient }
+        return numerator < 0 ? quotient - 1 : quotient + 1
+    }
+
+    /// a × b in 128 bits, saturating at its bounds (amounts past 10^38 are no revenue).
+    static func product(_ a: Int128, _ b: Int128) -> Int128 {
+        let (value, overflow) = a.multipliedReportingOverflow(by: b)
+        return overflow ? ((a < 0) != (b < 0) ? .min : .max) : value
     }
 }

@@ -1,0 +1,203 @@
+import Foundation
+import Testing
+
+@testable import Core
+
+/// The rule of `stats.cohorts` (docs/stats.md, "Cohorts") over random inboxes and rates:
+/// what three queries and one folded scan give equals a plain reference — every event read
+/// back and sorted here, the cohorts, sales and refunds found in dictionaries and sets, each
+/// boundary's paying subscriptions read on their own, every amount converted in floating
+/// point with rates looked up one by one — exactly for subscribers, retention and what has no
+/// rate, and to within half a milli-unit per (currency, purchase day) converted for revenue.
+@Suite struct StatsCohortsRuleTests {
+    static let from = Timestamp(iso8601: "2026-01-01T00:00:00Z")!
+    static let to = Timestamp(iso8601: "2026-06-01T00:00:00Z")!
+
+    struct Event {
+        var id: Int64
+        var kind: String
+        var at: Timestamp
+        var isTrial: Bool
+        var isShared: Bool
+        var price: Int64?
+        var currency: String?
+        var periodKey: Timestamp
+    }
+
+    @Test(arguments: 0..<10)
+    func cohortsEqualTheReference(seed: Int) throws {
+        try withStatsDatabase { db in
+            var random = SplitMix(seed: UInt64(seed) &+ 0xC0_4027)
+            try StatsCountsRuleTests.loadRandomInbox(&random, subscriptions: 5 + seed % 4, on: db)
+            try StatsMovementRuleTests.loadRandomSubscriptions(&random, count: 25 + 2 * seed, on: db)
+            try StatsCountsRuleTests.loadRandomRates(&random, on: db)
+            // asOf before `to` for half the seeds: the last boundaries are not reached yet.
+            let now = Timestamp(iso8601: seed % 2 == 0 ? "2026-07-01T00:00:00Z" : "2026-04-10T00:00:00Z")!
+            let reference = try Self.reference(now: now, on: db)
+            for currency in ["EUR", "USD"] {
+                let q = SubscriptionStats.Query(from: Self.from, to: Self.to, environment: .production, currency: currency)
+                let r = try SubscriptionStats.cohorts(q, now: now, on: db)
+                let rows = r["cohorts"]!.arrayValue!
+                #expect(rows.map { $0["month"]!.stringValue! } == ["2026-01", "2026-02", "2026-03", "2026-04", "2026-05"])
+                for row in rows {
+                    let month = row["month"]!.stringValue!
+                    let expected = reference.cohorts[month] ?? Reference.Cohort()
+                    let label = "seed \(seed) \(currency) \(month)"
+                    #expect(row["subscribers"]?.int64Value == Int64(expected.members.count), "\(label)")
+                    let retention = row["retention"]!.arrayValue!
+                    #expect(retention.first?["paying"]?.int64Value == Int64(expected.members.count), "\(label)")
+                    #expect(retention.count == expected.reached, "\(label)")
+                    for entry in retention.dropFirst() {
+                        let k = Int(entry["index"]!.int64Value!)
+                        #expect(entry["paying"]?.int64Value == expected.paying[k, default: 0], "\(label) index \(k)")
+                    }
+                    let money = try expected.revenue(in: currency, rates: reference.rate)
+                    let gross = Double(row["grossMilli"]!.int64Value!)
+                    let refunded = Double(row["refundedMilli"]!.int64Value!)
+                    #expect(abs(gross - money.gross) <= money.tolerance, "\(label) gross \(gross) vs \(money.gross)")
+                    #expect(abs(refunded - money.refunded) <= money.tolerance, "\(label) refunded \(refunded) vs \(money.refunded)")
+                    #expect(row["unconverted"] == money.unconverted, "\(label)")
+                    let net = row["revenueMilli"]!.int64Value!
+                    #expect(net == row["grossMilli"]!.int64Value! - row["refundedMilli"]!.int64Value!, "\(label)")
+                    let subscribers = Int64(expected.members.count)
+                    #expect(
+                        row["ltvMilli"]?.int64Value
+                            == (subscribers == 0 ? 0 : Money.dividedRounded(Int128(net), by: Int128(subscribers))), "\(label)")
+                }
+            }
+        }
+    }
+
+    struct Reference {
+        struct Cohort {
+            var members: Set<String> = []
+            /// Retention entries the cohort has (index 0 and each boundary reached).
+            var reached = 0
+            var paying: [Int: Int64] = [:]
+            var sales: [(price: Int64, currency: String, day: Timestamp)] = []
+            var refunds: [(price: Int64, currency: String, day: Timestamp)] = []
+
+            func revenue(
+                in currency: String, rates: (String, Timestamp) throws -> Double?
+            ) throws -> (gross: Double, refunded: Double, unconverted: JSON, tolerance: Double) {
+                var unconverted: [String: (Int64, Int64)] = [:]
+                var groups = Set<String>()
+                func sum(_ amounts: [(price: Int64, currency: String, day: Timestamp)], refund: Bool) throws -> Double {
+                    var total = 0.0
+                    for a in amounts {
+                        if a.currency == currency {
+                            total += Double(a.price)
+                            continue
+                        }
+                        guard a.currency != "XXX", let c = try rates(a.currency, a.day), let r = try rates(currency, a.day) else {
+                            if refund {
+                                unconverted[a.currency, default: (0, 0)].1 += a.price
+                            } else {
+                                unconverted[a.currency, default: (0, 0)].0 += a.price
+                            }
+                            continue
+                        }
+                        groups.insert("\(refund) \(a.currency) \(a.day.civil.year)-\(a.day.civil.month)-\(a.day.civil.day)")
+                        total += Double(a.price) * r / c
+                    }
+                    return total
+                }
+                let gross = try sum(sales, refund: false)
+                let refunded = try sum(refunds, refund: true)
+                var object = JSONObject()
+                for (code, u) in unconverted { object[code] = ["grossMilli": .int(u.0), "refundedMilli": .int(u.1)] }
+                return (gross, refunded, .object(object), 0.5 * Double(groups.count) + 0.001)
+            }
+        }
+
+        var cohorts: [String: Cohort] = [:]
+        var rate: (String, Timestamp) throws -> Double?
+    }
+
+    static func monthText(_ t: Timestamp) -> String {
+        let c = t.civil
+        return "\(c.year)-\(c.month < 10 ? "0" : "")\(c.month)"
+    }
+
+    /// The cohorts the slow and plain way.
+    static func reference(now: Timestamp, on db: DatabaseConnection) throws -> Reference {
+        let notCounted = Set(["test", "transfer", "unknown"] + EventKind.allCases.filter(\.isInformational).map(\.rawValue))
+        var events: [String: [Event]] = [:]
+        for row in try db.query(
+            """
+            SELECT id, subscription_id, kind, status, intrinsic_at, is_trial, family_shared, price_milli, currency,
+              COALESCE(purchased_at, intrinsic_at) AS period_key
+            FROM billing_events WHERE environment = 'production'
+            """)
+        {
+            guard let sub = try row.optionalString("subscription_id"), let at = try row.optionalTimestamp("intrinsic_at"),
+                ["applied", "unmatched"].contains(try row.string("status")), !notCounted.contains(try row.string("kind"))
+            else { continue }
+            events[sub, default: []].append(
+                Event(
+                    id: try row.int64("id"), kind: try row.string("kind"), at: at, isTrial: try row.bool("is_trial"),
+                    isShared: try row.bool("family_shared"), price: try row.optionalInt64("price_milli"),
+                    currency: try row.optionalString("currency"), periodKey: try row.timestamp("period_key")))
+        }
+        var reference = Reference(cohorts: [:]) { currency, day in
+            if currency == "EUR" { return 1 }
+            let row = try db.queryOne(
+                """
+                SELECT per_eur FROM billing_exchange_rates WHERE currency = \(currency) AND rate_date <= DATE(\(day))
+                ORDER BY rate_date DESC LIMIT 1
+                """)
+            return try row.map { Double(try $0.string("per_eur"))! }
+        }
+        var cohortOf: [String: SubscriptionStats.Month] = [:]
+        for (sub, list) in events {
+            let sorted = list.sorted { ($0.at, $0.id) < ($1.at, $1.id) }
+            let paid = sorted.first {
+                ["purchase", "renewal", "subscriber_state"].contains($0.kind) && !$0.isTrial && !$0.isShared && ($0.price ?? 0) > 0
+            }
+            guard let paid, paid.at >= from, paid.at < to else { continue }
+            let month = SubscriptionStats.Month(paid.at)
+            cohortOf[sub] = month
+            var cohort = reference.cohorts[monthText(paid.at), default: Reference.Cohort()]
+            cohort.members.insert(sub)
+            var starts = Set<Timestamp>()
+            var refunded = Set<Timestamp>()
+            for e in sorted where e.at < to {
+                let key = e.periodKey
+                if ["purchase", "renewal", "non_renewing_purchase"].contains(e.kind), starts.insert(key).inserted,
+                    e.kind == "non_renewing_purchase" || !e.isTrial, !e.isShared, let price = e.price, price > 0
+                {
+                    cohort.sales.append((price, e.currency ?? "XXX", key))
+                }
+                if e.kind == "refund", refunded.insert(key).inserted, !e.isShared, let price = e.price, price != 0 {
+                    cohort.refunds.append((abs(price), e.currency ?? "XXX", key))
+                }
+            }
+            reference.cohorts[monthText(paid.at)] = cohort
+        }
+        let asOf = min(to, now)
+        var boundary = SubscriptionStats.Month(from) + 1
+        while boundary.start <= asOf {
+            for row in try db.query(
+                """
+                SELECT z.subscription_id
+                \(SubscriptionStats.activeSubscriptions(at: boundary.start, environment: "production"))
+                  AND \(unsafeRaw: SubscriptionStats.paidPeriod)
+                """)
+            {
+                let sub = try row.string("subscription_id")
+                guard let cohort = cohortOf[sub], cohort < boundary else { continue }
+                reference.cohorts[monthText(cohort.start)]!.paying[boundary.index - cohort.index, default: 0] += 1
+            }
+            boundary = boundary + 1
+        }
+        // Entries: index 0, and one per month boundary after the cohort's month up to asOf.
+        var month = SubscriptionStats.Month(from)
+        while month.start < to {
+            var k = 1
+            while (month + k).start <= asOf { k += 1 }
+            reference.cohorts[monthText(month.start), default: Reference.Cohort()].reached = k
+            month = month + 1
+        }
+        return reference
+    }
+}
