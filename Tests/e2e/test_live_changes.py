@@ -231,14 +231,17 @@ class LiveChanges(unittest.TestCase):
             poll.start()
         wait_for_subscribers(before + len(polls), seconds=30)
         # Each worker publishes its gauges every second: past the authorizations' second, two
-        # seconds of readings. The one busy thread allowed is the one answering /metrics.
+        # seconds of readings. The busy threads allowed are those of /metrics itself: the
+        # worker answering it, and the other worker's gauge published while it answered the
+        # reading before (up to a second old). 400 waiting apps on worker threads would fill
+        # all 8 (4 per worker).
         time.sleep(1.5)
         readings = []
         for _ in range(5):
             metrics = request("GET", "/metrics").body.decode()
             readings.append(sum(sample(metrics, "billing_worker_busy_threads", worker=f"worker-{n}") for n in (1, 2)))
             time.sleep(0.5)
-        self.assertLessEqual(max(readings), 1, f"nginx holds the waiting apps, no worker thread does: {readings}")
+        self.assertLessEqual(max(readings), 2, f"nginx holds the waiting apps, no worker thread does: {readings}")
         health = request("GET", "/api/v1/health", timeout=5)
         self.assertEqual(health.status, 200, health)
         for user in users:
