@@ -63,7 +63,8 @@ class Doctor(unittest.TestCase):
         status, checks, r = doctor()
         self.assertEqual(status, 0, r.stdout + r.stderr)
         for name in ["configuration", "secret files", "database", "database grants", "migrations", "clock", "disk space",
-                     "workers", "through nginx", "token keys", "App Store roots", "webhook endpoints", "live changes"]:
+                     "workers", "through nginx", "token keys", "App Store roots", "webhook endpoints", "live changes",
+                     "entitlement keys", "offer signing key"]:
             with self.subTest(check=name):
                 self.assertTrue(checks[name]["ok"], checks.get(name))
         # The plain output: one line each, and the verdict.
@@ -73,6 +74,8 @@ class Doctor(unittest.TestCase):
         self.assertRegex(plain.stdout.splitlines()[-1], r"^all \d+ checks pass$")
         self.assertRegex(checks["live changes"]["detail"], r"^nchan answers on /\S+/nchan\.sock: \d+ channels, \d+ apps waiting$")
         self.assertEqual(checks["webhook endpoints"]["detail"], "none configured (webhooks.endpoints)")
+        self.assertRegex(checks["entitlement keys"]["detail"], r"^1 key\(s\), EC P-256 \(ES256\); kid [A-Za-z0-9_-]{43} signs")
+        self.assertRegex(checks["offer signing key"]["detail"], r"^apple\.inAppKey key E2EKEY1234 loads \(EC P-256\)")
 
     def test_live_changes_without_nchan_listening(self):
         absent = os.path.join(self.tmp, "nchan.sock")

@@ -182,6 +182,22 @@ def pem(key):
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
 
 
+ENTITLEMENT_KEY_FILES = ("entitlement-key-1.pem", "entitlement-key-2.pem")
+ENTITLEMENT_ISSUER = "https://billing.e2e.example"
+OFFLINE_SECONDS = 259200
+IN_APP_KEY_FILE = "in-app-key.pem"
+IN_APP_KEY_ID = "E2EKEY1234"
+IN_APP_ISSUER_ID = "57246542-96fe-1a63-e053-0824d011072a"
+
+
+def write_private(path, text):
+    """Writes a credential readable by its owner only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)
+
+
 def generate(directory):
     """Writes the trusted chain A, the untrusted chain B and overlay.json into directory."""
     os.makedirs(directory, exist_ok=True)
@@ -195,8 +211,19 @@ def generate(directory):
         for name, key in (("root", chain.root_key), ("intermediate", chain.int_key), ("leaf", chain.leaf_key)):
             with open(os.path.join(directory, f"{label}-{name}-key.pem"), "w") as f:
                 f.write(pem(key))
+    # What the server signs (SPEC §17): two entitlement keys (the first signs; the second is
+    # for the rotation tests) and the In-App Purchase key of offer signatures, each 0600 as
+    # the doctor wants a credential.
+    signing = []
+    for name in ENTITLEMENT_KEY_FILES + (IN_APP_KEY_FILE,):
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            write_private(path, pem(ec.generate_private_key(ec.SECP256R1())))
+        signing.append(path)
     overlay = {"apple": {"trustedRootsFiles": [os.path.join(directory, "a-root.der")], "bundleId": BUNDLE_ID,
-                         "appAppleId": APP_APPLE_ID, "environments": ["Production", "Sandbox"]},
+                         "appAppleId": APP_APPLE_ID, "environments": ["Production", "Sandbox"],
+                         "inAppKey": {"issuerId": IN_APP_ISSUER_ID, "keyId": IN_APP_KEY_ID, "privateKeyFile": signing[-1]}},
+               "entitlements": {"signingKeyFiles": [signing[0]], "issuer": ENTITLEMENT_ISSUER, "offlineSeconds": OFFLINE_SECONDS},
                "products": PRODUCTS, "binding": {"policy": "deny"}}
     with open(os.path.join(directory, "overlay.json"), "w") as f:
         json.dump(overlay, f, indent=2)

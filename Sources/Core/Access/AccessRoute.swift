@@ -7,15 +7,46 @@ struct AccessRoute: Sendable {
     let flags: FlagCache
     let metrics: BillingMetrics
     let activity: UserActivity
+    /// `?signed=true` (SPEC §17); nil without `entitlements.signingKeyFiles` (then 501).
+    let tokens: EntitlementTokenSigner?
 
     func handle(_ request: HTTPRequest, _ context: some UserRequestContext) throws -> HTTPResponse {
+        let signed = try signedQuery(request)
+        let snapshot = try snapshot(request, context)
+        guard signed, let tokens else { return Self.snapshotResponse(snapshot, cache: snapshots) }
+        // The signed answer is the snapshot's document with its token: never the cached text
+        // (that is reused only for what answers alike, and a token is new every time).
+        var document = snapshot.json.objectValue ?? [:]
+        document["signedSnapshot"] = .string(try tokens.sign(snapshot))
+        metrics.entitlementTokens.add()
+        return HTTPResponse(
+            status: .ok, headers: ["Content-Type": "application/json", "Cache-Control": "no-store"],
+            body: JSON.object(document).serialized())
+    }
+
+    /// `signed`: absent or `false`, or `true` (501 when no key signs).
+    private func signedQuery(_ request: HTTPRequest) throws -> Bool {
+        switch request.queryValue("signed") {
+        case nil, "false": return false
+        case "true":
+            guard tokens != nil else {
+                throw APIError.notConfigured("entitlement tokens are not configured (entitlements.signingKeyFiles)")
+            }
+            return true
+        default: throw APIError.badRequest("\"signed\" must be true or false")
+        }
+    }
+
+    /// The signed-in user's snapshot now: from the cache when still valid, else read (and
+    /// the user made known on his first request).
+    private func snapshot(_ request: HTTPRequest, _ context: some UserRequestContext) throws -> AccessSnapshot {
         let userId = try context.authenticatedUser(request)
         let db = try context.requireDatabase()
         let now = context.clock.now()
         let cadence = catalog.cadence(of:)
         if let snapshot = try cached(userId: userId, now: now, cadence: cadence, on: db) {
             activity.noteSeen(userId, now: now, on: db)
-            return Self.snapshotResponse(snapshot, cache: snapshots)
+            return snapshot
         }
         var snapshot = try loadWithQuota(userId: userId, now: now, cadence: cadence, on: db)
         if snapshot == nil || snapshot?.unclaimed == true {
@@ -27,7 +58,7 @@ struct AccessRoute: Sendable {
         }
         guard let snapshot else { throw APIError.unavailable() }
         activity.noteSeen(userId, now: now, on: db)
-        return Self.snapshotResponse(snapshot, cache: snapshots)
+        return snapshot
     }
 
     /// The snapshot from the process's cache when the user's `snapshot_version` is still

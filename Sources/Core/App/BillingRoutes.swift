@@ -21,6 +21,8 @@ enum BillingRoutes {
         let paywall = PaywallEvents(offerings: services.offerings, purgeSchedule: services.paywallPurge)
         let changes = LiveChangesRoute(live: services.configuration.live)
         let offerings = OfferingsRoute(offerings: services.offerings, catalog: services.catalog, tiers: services.tiers)
+        let keys = SigningKeysRoute(signer: services.entitlementTokens)
+        let offerSignatures = AppleOfferSignatureRoute(signer: services.offerSigner, offerings: services.offerings, metrics: services.metrics)
 
         router.get("\(prefix)/health") { request, context in health.handle(request, context) }
         router.get("\(prefix)/ping") { request, context in HealthCheck.ping(request, context) }
@@ -33,6 +35,8 @@ enum BillingRoutes {
         router.post("\(prefix)/billing/apple/transactions") { request, context in try transactions.handle(request, context) }
         router.post("\(prefix)/billing/paywall-events") { request, context in try paywall.handle(request, context) }
         router.get("\(prefix)/billing/offerings") { request, context in try offerings.handle(request, context) }
+        router.get("\(prefix)/billing/keys") { request, context in try keys.handle(request, context) }
+        router.post("\(prefix)/billing/apple/offer-signatures") { request, context in try offerSignatures.handle(request, context) }
     }
 
     /// A router with all routes registered, answering from `services`.
@@ -49,7 +53,7 @@ extension AccessRoute {
     init(_ services: BillingServices) {
         self.init(
             catalog: services.catalog, snapshots: services.snapshots, plans: services.plans, flags: services.flags,
-            metrics: services.metrics, activity: services.activity)
+            metrics: services.metrics, activity: services.activity, tokens: services.entitlementTokens)
     }
 }
 

@@ -32,6 +32,15 @@ final class BillingServices: Sendable {
     /// nil when `apple.trustedRootsFiles` or `apple.bundleId` is not configured: the App
     /// Store routes then answer 501.
     let appleVerifier: AppleSignedDataVerifier?
+    /// nil without `entitlements.signingKeyFiles`: `?signed=true` and `GET /billing/keys`
+    /// then answer 501.
+    let entitlementTokens: EntitlementTokenSigner?
+    /// nil without an In-App Purchase key (`apple.inAppKey`, else `apple.serverApi`) and
+    /// `apple.bundleId`: offer signatures then answer 501.
+    let offerSigner: AppleOfferSigner?
+    /// Where the configuration was read from, to read `entitlements.signingKeyFiles` again on
+    /// SIGHUP (nil: nothing to read again).
+    let configurationSource: (path: String?, environment: [String: String])?
     /// nil when `apple.serverApi` has no key: `subscriptions.reconcile` then answers that it
     /// is not configured and billing-rpc runs no sweeper.
     let reconcile: ReconcileService?
@@ -40,9 +49,10 @@ final class BillingServices: Sendable {
     /// start-up error, not a per-request one.
     init(
         configuration: BillingConfiguration, logger: Logger = Logger(sink: .standardError),
-        clock: any BillingClock = SystemClock()
+        clock: any BillingClock = SystemClock(), configurationSource: (path: String?, environment: [String: String])? = nil
     ) throws(ConfigurationError) {
         self.configuration = configuration
+        self.configurationSource = configurationSource
         self.logger = logger
         self.clock = clock
         self.snapshots = SnapshotCache(capacity: configuration.server.snapshotCacheUsers)
@@ -53,6 +63,8 @@ final class BillingServices: Sendable {
         self.tiers = TierResolver(configuration)
         self.catalog = ProductCatalog(configuration.products)
         self.appleVerifier = try AppleSignedDataVerifier.load(configuration.apple)
+        self.entitlementTokens = try EntitlementTokenSigner.load(configuration.entitlements)
+        self.offerSigner = try AppleOfferSigner.load(configuration.apple)
         self.reconcile = try ReconcileService.load(configuration, verifier: appleVerifier, idPattern: pattern, logger: logger, clock: clock)
         let auth = configuration.auth
         if auth.hasKeys {
@@ -97,14 +109,31 @@ extension BillingServices {
 
 extension BillingServices {
     /// SIGHUP: what can be taken again without a restart — the ID-token keys, from the file
-    /// and the issuer's URL (a failure keeps the keys in force and is logged).
+    /// and the issuer's URL, and the entitlement signing keys, with their list as the
+    /// configuration names it now (a failure keeps the keys in force and is logged).
     func reload() {
-        guard let store = tokenVerifier?.keyStore else { return }
-        do {
-            let changed = try store.reload()
-            logger.info("token keys reloaded", ["auth.keysChanged": .bool(changed)])
-        } catch {
-            logger.warning("token keys not reloaded; the keys in force stay", ["error.message": .string(error.description)])
+        if let store = tokenVerifier?.keyStore {
+            do {
+                let changed = try store.reload()
+                logger.info("token keys reloaded", ["auth.keysChanged": .bool(changed)])
+            } catch {
+                logger.warning("token keys not reloaded; the keys in force stay", ["error.message": .string(error.description)])
+            }
+        }
+        if let ring = entitlementTokens?.keys {
+            do {
+                var paths: [String]?
+                if let source = configurationSource {
+                    let files = try BillingConfiguration.load(path: source.path, environment: source.environment).entitlements.signingKeyFiles
+                    // Emptied: tokens stay on (turning them off is a restart), with the keys in force.
+                    if !files.isEmpty { paths = files }
+                }
+                let changed = try ring.reload(paths: paths)
+                logger.info("entitlement signing keys reloaded", ["entitlements.keysChanged": .bool(changed)])
+            } catch {
+                logger.warning(
+                    "entitlement signing keys not reloaded; the keys in force stay", ["error.message": .string(error.description)])
+            }
         }
     }
 }

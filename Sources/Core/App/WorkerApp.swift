@@ -20,7 +20,8 @@ public enum WorkerApp {
           --metrics-dir PATH   override server.metricsDirectory (default: metrics/ beside the socket)
 
         Signals: TERM/INT/QUIT stop accepting, finish in-flight requests and exit 0; USR1 reopens logs; HUP reopens logs
-        and takes the ID-token keys again (auth.keysFile re-read, auth.keysUrl fetched).
+        and takes the ID-token keys again (auth.keysFile re-read, auth.keysUrl fetched) and the entitlement signing keys
+        (entitlements.signingKeyFiles, the list and the files, read again).
 
         """
 
@@ -70,7 +71,8 @@ public enum WorkerApp {
             configuration = try BillingConfiguration.load(path: options.config, environment: environment)
             let sink = try LogSink(path: options.logFile ?? configuration.log.file, minimumLevel: configuration.log.level)
             logger = Logger(sink: sink, metadata: ["process": "billing-fcgi", "worker.socket": .string(socket)])
-            services = try BillingServices(configuration: configuration, logger: logger)
+            services = try BillingServices(
+                configuration: configuration, logger: logger, configurationSource: (options.config, environment))
         } catch {
             ProcessEnvironment.printError("billing-fcgi: \(error)")
             return 1

@@ -19,11 +19,6 @@ import Synchronization
 /// A file or answer that no longer parses keeps the keys in force, so a half-written file or
 /// a broken answer never locks users out.
 final class TokenKeyStore: Sendable {
-    /// The file's identity and version, to tell a change without reading it.
-    private struct Stamp: Equatable, Sendable {
-        var device: UInt64, inode: UInt64, size: Int64, modifiedSeconds: Int, modifiedNanoseconds: Int
-    }
-
     /// How the issuer's URL is fetched and how long an answer is trusted.
     struct Issuer: Sendable {
         var url: String
@@ -72,7 +67,7 @@ final class TokenKeyStore: Sendable {
 
     private struct State: Sendable {
         var keys: TokenKeySet
-        var stamp: Stamp?
+        var stamp: FileStamp?
         /// SHA-256 of the content the keys came from (file or answer).
         var digest: [UInt8] = []
         var lastLookMilliseconds: Int64?
@@ -122,7 +117,7 @@ final class TokenKeyStore: Sendable {
         self.logger = logger
         if let path {
             let (keys, digest) = try Self.read(path)
-            state = Mutex(State(keys: keys, stamp: Self.stamp(path), digest: digest, loadedAt: clock.now()))
+            state = Mutex(State(keys: keys, stamp: FileStamp(path: path), digest: digest, loadedAt: clock.now()))
         } else {
             state = Mutex(State(keys: TokenKeySet(keys: [:])))
         }
@@ -157,7 +152,7 @@ final class TokenKeyStore: Sendable {
             s.lastLookMilliseconds = nowMilliseconds
             return true
         }
-        guard due, let stamp = Self.stamp(path), stamp != state.withLock({ $0.stamp }) else { return false }
+        guard due, let stamp = FileStamp(path: path), stamp != state.withLock({ $0.stamp }) else { return false }
         return (try? reloadFile()) ?? false
     }
 
@@ -178,7 +173,7 @@ final class TokenKeyStore: Sendable {
 
     private func reloadFile() throws(ConfigurationError) -> Bool {
         guard let path else { return false }
-        let stamp = Self.stamp(path)
+        let stamp = FileStamp(path: path)
         let (loaded, digest) = try Self.read(path)
         let now = clock.now()
         return state.withLock { s -> Bool in
@@ -360,13 +355,5 @@ final class TokenKeyStore: Sendable {
         } catch {
             throw ConfigurationError("auth.keysFile: \(path): \(error.problems.joined(separator: "; "))")
         }
-    }
-
-    private static func stamp(_ path: String) -> Stamp? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return Stamp(
-            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
-            modifiedSeconds: info.st_mtim.tv_sec, modifiedNanoseconds: info.st_mtim.tv_nsec)
     }
 }

@@ -161,6 +161,15 @@ extension BillingConfiguration {
                     r.problem("privateKey", "set issuerId, keyId and privateKey (or privateKeyFile) together")
                 }
             }
+            r.section("inAppKey") { r in
+                r.optionalString("issuerId", into: &apple.inAppKey.issuerId)
+                r.optionalString("keyId", into: &apple.inAppKey.keyId)
+                r.optionalSecret("privateKey", into: &apple.inAppKey.privateKey)
+                let set = [apple.inAppKey.issuerId, apple.inAppKey.keyId, apple.inAppKey.privateKey].filter { !($0 ?? "").isEmpty }
+                if !set.isEmpty && set.count != 3 {
+                    r.problem("privateKey", "set issuerId, keyId and privateKey (or privateKeyFile) together")
+                }
+            }
         }
         if let value = reader.take("products") {
             if case .object(let entries) = value {
@@ -219,6 +228,15 @@ extension BillingConfiguration {
             if let socket = live.publisherSocket, !socket.hasPrefix("/") { r.problem("publisherSocket", "expected an absolute path") }
         }
         reader.section("outbox") { r in r.bool("enabled", into: &outbox.enabled) }
+        reader.section("entitlements") { r in
+            r.stringArray("signingKeyFiles", into: &entitlements.signingKeyFiles)
+            for path in entitlements.signingKeyFiles where !path.hasPrefix("/") {
+                r.problem("signingKeyFiles", "\"\(path)\" is not an absolute path")
+            }
+            r.string("issuer", into: &entitlements.issuer)
+            if entitlements.issuer.isEmpty { r.problem("issuer", "expected a non-empty string") }
+            r.int("offlineSeconds", into: &entitlements.offlineSeconds, range: 60...(30 * 86_400))
+        }
         database.writesOutbox = outbox.enabled
         if !outbox.enabled {
             if !webhooks.endpoints.isEmpty {

@@ -21,6 +21,7 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
     var webhooks = Webhooks()
     var live = Live()
     var outbox = Outbox()
+    var entitlements = Entitlements()
 
     init() {}
 
@@ -131,7 +132,21 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
         var appAppleId: Int64? = nil
         var environments: [String] = ["Production", "Sandbox"]
         var serverApi = ServerAPI()
+        var inAppKey = InAppKey()
         init() {}
+    }
+
+    /// The In-App Purchase key that signs App Store offers (`apple.inAppKey.*`, SPEC §17):
+    /// promotional offers and introductory-offer eligibility. Unset, the key of
+    /// `apple.serverApi` signs them (it is the same kind of key).
+    struct InAppKey: Sendable, Equatable {
+        var issuerId: String? = nil
+        var keyId: String? = nil
+        /// PEM (`.p8`) or, as `privateKeyFile`, the file holding it. A secret: never logged.
+        var privateKey: String? = nil
+        init() {}
+
+        var isConfigured: Bool { !(issuerId ?? "").isEmpty && !(keyId ?? "").isEmpty && !(privateKey ?? "").isEmpty }
     }
 
     /// The App Store Server API (`apple.serverApi.*`, SPEC §11): the In-App Purchase key
@@ -230,6 +245,21 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
     struct Outbox: Sendable, Equatable {
         var enabled = true
         init() {}
+    }
+
+    /// Signed entitlement tokens (`entitlements.*`, SPEC §17): `GET /billing/access?signed=true`
+    /// adds a JWS of the snapshot, signed by the first key of `signingKeyFiles` (PEM, EC
+    /// P-256: ES256); `GET /billing/keys` publishes them all. The files are credentials,
+    /// never logged; they are read again when they change and on SIGHUP (with the list).
+    struct Entitlements: Sendable, Equatable {
+        var signingKeyFiles: [String] = []
+        /// The tokens' `iss`.
+        var issuer = "fcgibilling"
+        /// A token is valid at most this long (and never beyond the access's end): how long
+        /// the app and the team's services may trust it without billing (seeds/004).
+        var offlineSeconds = 259_200
+        init() {}
+        var isEnabled: Bool { !signingKeyFiles.isEmpty }
     }
 
     /// Live changes for the app (`live.*`, SPEC §16): `GET /billing/access/changes` waits in

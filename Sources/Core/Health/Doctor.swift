@@ -59,6 +59,8 @@ struct Doctor {
         checks.append(tokenKeys(configuration))
         checks.append(appleRoots(configuration))
         if configuration.apple.serverApi.isConfigured { checks.append(appStoreKey(configuration)) }
+        checks.append(entitlementKeys(configuration.entitlements))
+        checks.append(offerKey(configuration.apple))
         return checks
     }
 
@@ -75,6 +77,12 @@ struct Doctor {
             for (key, value) in object {
                 if case .object(let inner) = value {
                     walk(inner, prefix + key + ".")
+                    continue
+                }
+                if key == "signingKeyFiles", let paths = value.arrayValue {
+                    for (index, path) in paths.enumerated() {
+                        if let path = path.stringValue { files.append((prefix + key + "[\(index)]", path)) }
+                    }
                     continue
                 }
                 if key.hasSuffix("File"), let path = value.stringValue,
@@ -438,6 +446,44 @@ struct Doctor {
             return Check(
                 name: "App Store API key", ok: false, detail: "\(error)",
                 fix: "the In-App Purchase key (.p8) from App Store Connect, as apple.serverApi.privateKeyFile")
+        }
+    }
+
+    /// `entitlements.signingKeyFiles`: every file an EC P-256 private key (ES256), no two alike.
+    func entitlementKeys(_ entitlements: BillingConfiguration.Entitlements) -> Check {
+        guard entitlements.isEnabled else {
+            return Check(
+                name: "entitlement keys", ok: true,
+                detail: "off (entitlements.signingKeyFiles unset): ?signed=true and GET /billing/keys answer 501", fix: nil)
+        }
+        do {
+            let keys = try SigningKeyRing(paths: entitlements.signingKeyFiles).current()
+            return Check(
+                name: "entitlement keys", ok: true,
+                detail: "\(keys.keys.count) key(s), EC P-256 (ES256); kid \(keys.signing.kid) signs, tokens valid up to "
+                    + "\(entitlements.offlineSeconds) s", fix: nil)
+        } catch {
+            return Check(
+                name: "entitlement keys", ok: false, detail: "\(error)",
+                fix: "openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out FILE (mode 0600), one file per key")
+        }
+    }
+
+    /// The In-App Purchase key that signs App Store offers (`apple.inAppKey`, else `apple.serverApi`).
+    func offerKey(_ apple: BillingConfiguration.Apple) -> Check {
+        do {
+            guard let signer = try AppleOfferSigner.load(apple) else {
+                return Check(
+                    name: "offer signing key", ok: true,
+                    detail: "off (no apple.inAppKey, apple.serverApi key or apple.bundleId): offer signatures answer 501", fix: nil)
+            }
+            let source = apple.inAppKey.isConfigured ? "apple.inAppKey" : "apple.serverApi"
+            return Check(
+                name: "offer signing key", ok: true, detail: "\(source) key \(signer.keyId) loads (EC P-256) for \(signer.bundleId)", fix: nil)
+        } catch {
+            return Check(
+                name: "offer signing key", ok: false, detail: "\(error)",
+                fix: "the In-App Purchase key (.p8) from App Store Connect, as apple.inAppKey.privateKeyFile")
         }
     }
 }

@@ -51,7 +51,21 @@ final class BillingMetrics: Sendable {
         case other
     }
 
+    /// What `POST /billing/apple/offer-signatures` signed or refused (SPEC §17).
+    enum OfferSignatureKind: String, CaseIterable, Sendable {
+        case promotional, introductory
+    }
+    enum OfferSignatureOutcome: String, CaseIterable, Sendable {
+        /// Signed and answered.
+        case signed
+        /// 403 `offer_not_eligible`: not the user's stage, purchases disabled, unknown product.
+        case refused
+    }
+
     private let webhooks: [MetricCounter]
+    private let offerSignatures: [MetricCounter]
+    /// Entitlement tokens signed (`GET /billing/access?signed=true`).
+    let entitlementTokens = MetricCounter()
     private let usage: [MetricCounter]
     private let databaseErrors: [MetricCounter]
     /// Transactions rolled back and run again after a deadlock or lock wait timeout.
@@ -64,6 +78,16 @@ final class BillingMetrics: Sendable {
         webhooks = (0..<(WebhookProvider.allCases.count * WebhookOutcome.allCases.count)).map { _ in MetricCounter() }
         usage = UsageDecision.allCases.map { _ in MetricCounter() }
         databaseErrors = DatabaseErrorKind.allCases.map { _ in MetricCounter() }
+        offerSignatures = (0..<(OfferSignatureKind.allCases.count * OfferSignatureOutcome.allCases.count)).map { _ in MetricCounter() }
+    }
+
+    func offerSignature(_ kind: OfferSignatureKind, _ outcome: OfferSignatureOutcome) {
+        offerSignatureCounter(kind, outcome).add()
+    }
+
+    private func offerSignatureCounter(_ kind: OfferSignatureKind, _ outcome: OfferSignatureOutcome) -> MetricCounter {
+        let k = OfferSignatureKind.allCases.firstIndex(of: kind)!
+        return offerSignatures[k * OfferSignatureOutcome.allCases.count + OfferSignatureOutcome.allCases.firstIndex(of: outcome)!]
     }
 
     func webhook(_ provider: WebhookProvider, _ outcome: WebhookOutcome) {
@@ -109,6 +133,15 @@ final class BillingMetrics: Sendable {
             samples.append(MetricSample("billing_db_errors_total", ["kind": kind.rawValue], Double(databaseErrors[index].current)))
         }
         samples.append(MetricSample("billing_db_retries_total", [:], Double(databaseRetries.current)))
+        for kind in OfferSignatureKind.allCases {
+            for outcome in OfferSignatureOutcome.allCases {
+                samples.append(
+                    MetricSample(
+                        "billing_offer_signatures_total", ["kind": kind.rawValue, "outcome": outcome.rawValue],
+                        Double(offerSignatureCounter(kind, outcome).current)))
+            }
+        }
+        samples.append(MetricSample("billing_entitlement_tokens_total", [:], Double(entitlementTokens.current)))
         samples.append(MetricSample("billing_snapshot_cache_total", ["result": "hit"], Double(snapshotCacheHits.current)))
         samples.append(MetricSample("billing_snapshot_cache_total", ["result": "miss"], Double(snapshotCacheMisses.current)))
         for source in sources.withLock({ $0 }) { samples += source() }

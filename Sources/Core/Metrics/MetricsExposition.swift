@@ -130,6 +130,12 @@ enum MetricsExposition {
             Family(name: "billing_db_errors_total", type: "counter", help: "Database errors that reached a request, by kind."),
             Family(name: "billing_db_retries_total", type: "counter", help: "Transactions re-run after a deadlock or lock wait timeout."),
             Family(
+                name: "billing_offer_signatures_total", type: "counter",
+                help: "App Store offer signatures (promotional, introductory eligibility): signed, or refused with 403 offer_not_eligible."),
+            Family(
+                name: "billing_entitlement_tokens_total", type: "counter",
+                help: "Entitlement tokens signed (GET /billing/access?signed=true)."),
+            Family(
                 name: "billing_snapshot_cache_total", type: "counter",
                 help: "GET /billing/access served from the worker's snapshot cache (hit) or read in full (miss)."),
             Family(name: "billing_worker_threads", type: "gauge", help: "Threads (and database connections) of the worker process."),

@@ -19,17 +19,7 @@ struct AppStoreServerAPIToken: Sendable {
         issuerId: String, keyId: String, bundleId: String, privateKeyPEM: String,
         lifetimeSeconds: Int
     ) throws(ConfigurationError) {
-        let key: PrivateKey
-        do {
-            key = try PrivateKey(pem: privateKeyPEM)
-            guard case .ec("prime256v1") = try key.publicKey.kind else {
-                throw ConfigurationError("apple.serverApi.privateKey: expected an EC P-256 key (the In-App Purchase .p8)")
-            }
-        } catch let error as ConfigurationError {
-            throw error
-        } catch {
-            throw ConfigurationError("apple.serverApi.privateKey: not a PEM private key")
-        }
+        let key = try PrivateKey.p256(pem: privateKeyPEM, setting: "apple.serverApi.privateKey")
         self.issuerId = issuerId
         self.keyId = keyId
         self.bundleId = bundleId
