@@ -445,6 +445,44 @@ class PromotionalOffers(unittest.TestCase):
         self.assertEqual(offer(user, {"productId": LADDER_PRODUCT, "offerId": "save50"}).status, 200)
 
 
+class OfferFunnel(unittest.TestCase):
+    """Which stage's offer was signed, and who redeemed it: stats.subscriptions' funnel.stages."""
+
+    def stage_row(self):
+        now = E.now_ms()
+        reply = rpc("stats.subscriptions", {"from": E.iso(now - E.HOUR), "to": E.iso(now + E.HOUR),
+                                            "environment": "sandbox"})
+        rows = [r for r in reply["result"]["funnel"]["stages"]
+                if (r["placement"], r["offering"], r["stage"]) == ("onboarding", "save50", 1)]
+        return rows[0] if rows else {"offersSigned": 0, "offersRedeemed": 0}
+
+    def test_signed_offers_and_their_redemptions_are_counted_at_their_stage(self):
+        before = self.stage_row()
+        users = [E.known_user() for _ in range(2)]
+        for user in users:
+            dismiss(user, "default")
+            for _ in range(2):      # asked twice: two signatures, one user
+                r = offer(user, {"productId": LADDER_PRODUCT, "offerId": "save50", "placement": "onboarding",
+                                 "environment": "sandbox"})
+                self.assertEqual(r.status, 200, r)
+        refused = offer(users[0], {"productId": LADDER_PRODUCT, "offerId": "save65", "environment": "sandbox"})
+        self.assertEqual(refused.status, 403, "a refusal is not a signature")
+        # The first user redeems it: the App Store's transaction in the promotional offer's period.
+        original = E.apple_transaction_id()
+        t = E.apple_transaction(users[0], original, original, purchase=E.now_ms(), expires=E.now_ms() + 30 * E.DAY,
+                                signed=E.now_ms(), product=LADDER_PRODUCT, offerType=2, offerIdentifier="save50")
+        E.apple_notify("SUBSCRIBED", "INITIAL_BUY", transaction=t)
+        after = self.stage_row()
+        self.assertEqual(after["offersSigned"] - before["offersSigned"], 4)
+        self.assertEqual(after["offersRedeemed"] - before["offersRedeemed"], 1)
+        now = E.now_ms()
+        text = subprocess.run([os.path.join(REPO, "scripts", "billing-admin"), "stats.subscriptions",
+                               "--from", E.iso(now - E.HOUR), "--to", E.iso(now + E.HOUR), "--environment", "sandbox"],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertRegex(text.stdout, r"onboarding +save50 \(1\).*\d+ offers signed, \d+ redeemed")
+
+
 class IntroductoryOfferEligibility(unittest.TestCase):
     def eligibility(self, user, product, app_transaction="2000000000000001"):
         r = offer(user, {"productId": product, "introductoryOffer": True, "appTransactionId": app_transaction})

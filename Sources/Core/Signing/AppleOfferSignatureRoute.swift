@@ -12,7 +12,9 @@
 ///
 /// `transactionId` is the user's latest App Store transaction known here (either provider);
 /// without one, the app's `appTransactionId` (StoreKit's `AppTransaction`) when it sends it.
-/// Anything not eligible is 403 `offer_not_eligible` (counted); nothing is written.
+/// Anything not eligible is 403 `offer_not_eligible` (counted). A promotional offer signed is
+/// recorded in the paywall funnel (`offer_signed`, its placement and stage; `environment`, as
+/// the app's paywall events say it) before it is answered.
 struct AppleOfferSignatureRoute: Sendable {
     let signer: AppleOfferSigner?
     let offerings: OfferingCatalog
@@ -26,6 +28,7 @@ struct AppleOfferSignatureRoute: Sendable {
         var version: Int
         var applicationUsername: String
         var appTransactionId: String?
+        var environment: StoreEnvironment
     }
 
     func handle(_ request: HTTPRequest, _ context: some UserRequestContext) throws -> HTTPResponse {
@@ -60,7 +63,7 @@ struct AppleOfferSignatureRoute: Sendable {
             guard let shown = try Self.showing(asked, offerId: offerId, contract: contract, userId: userId, on: db) else {
                 return .refused("\(asked.productId) with offer \(offerId) is not what this user's paywall shows now")
             }
-            return .promotional(placement: shown.placement, stage: shown.stage, transactionId: transactionId)
+            return .promotional(placement: shown.placement, offering: shown.offering, stage: shown.stage, transactionId: transactionId)
         }
         switch decision {
         case .refused(let reason):
@@ -82,7 +85,7 @@ struct AppleOfferSignatureRoute: Sendable {
                     "signature": .string(signature), "productId": .string(asked.productId), "introductoryOffer": true,
                     "allowIntroductoryOffer": .bool(allow),
                 ])
-        case .promotional(let placement, let stage, let transactionId):
+        case .promotional(let placement, let offering, let stage, let transactionId):
             var answer: JSONObject = [
                 "productId": .string(asked.productId), "offerId": JSON(asked.offerId), "placement": .string(placement),
                 "stage": stage.map { .int(Int64($0)) } ?? .null, "signatureVersion": .int(Int64(asked.version)),
@@ -100,6 +103,11 @@ struct AppleOfferSignatureRoute: Sendable {
                     try signer.promotionalOffer(
                         productId: asked.productId, offerIdentifier: asked.offerId ?? "", transactionId: transactionId, now: now))
             }
+            // In the funnel before it is answered: a signature the app holds is one it counts.
+            try PaywallEvents.insertSignedOffer(
+                userId: userId, eventId: "offer-signature:" + (try AppleOfferSigner.nonce()), placement: placement,
+                offering: offering, stage: stage, offeringVersion: published.version, productId: asked.productId,
+                offerId: asked.offerId ?? "", environment: asked.environment, now: now, on: db)
             metrics.offerSignature(kind, .signed)
             context.outcome = "signed"
             context.logger.info(
@@ -113,7 +121,7 @@ struct AppleOfferSignatureRoute: Sendable {
         case refused(String)
         case needsTransaction
         case introductory(allow: Bool, transactionId: String)
-        case promotional(placement: String, stage: Int?, transactionId: String?)
+        case promotional(placement: String, offering: String, stage: Int?, transactionId: String?)
     }
 
     private static func parse(_ request: HTTPRequest) throws -> Request {
@@ -142,16 +150,21 @@ struct AppleOfferSignatureRoute: Sendable {
         if let appTransactionId, appTransactionId.isEmpty || !appTransactionId.utf8.allSatisfy({ (0x30...0x39).contains($0) }) {
             throw PayloadError("appTransactionId", "expected the digits of StoreKit's AppTransaction.appTransactionID")
         }
+        var environment = StoreEnvironment.production
+        if let text = try reader.string("environment", maxLength: 16) {
+            guard let parsed = StoreEnvironment(rawValue: text) else { throw PayloadError("environment", "production or sandbox") }
+            environment = parsed
+        }
         return Request(
             productId: productId, offerId: offerId, placement: placement, version: version, applicationUsername: username,
-            appTransactionId: appTransactionId)
+            appTransactionId: appTransactionId, environment: environment)
     }
 
     /// The placement (first by id) showing `productId` with promotional offer `offerId` to
     /// the user now, and its ladder stage; nil when none does.
     private static func showing(
         _ asked: Request, offerId: String, contract: OfferingContract, userId: String, on db: DatabaseConnection
-    ) throws(DatabaseError) -> (placement: String, stage: Int?)? {
+    ) throws(DatabaseError) -> (placement: String, offering: String, stage: Int?)? {
         var stages: [String: Int] = [:]
         for id in contract.placements.keys.sorted() where asked.placement == nil || asked.placement == id {
             var stored = 0
@@ -167,7 +180,7 @@ struct AppleOfferSignatureRoute: Sendable {
                 let offering = contract.offerings[decision.offering]
             else { continue }
             if offering.products.contains(where: { $0.productId == asked.productId && $0.promotionalOffer == offerId }) {
-                return (id, decision.stage)
+                return (id, decision.offering, decision.stage)
             }
         }
         return nil

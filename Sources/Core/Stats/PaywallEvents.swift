@@ -88,6 +88,22 @@ struct PaywallEvents: Sendable {
         }
     }
 
+    /// An App Store promotional offer signed for the user (SPEC §17): an `offer_signed` row of
+    /// the funnel, at the placement and ladder stage it was signed for. Each signature is its
+    /// own row (`eventId`: the signature's own id).
+    static func insertSignedOffer(
+        userId: String, eventId: String, placement: String, offering: String, stage: Int?, offeringVersion: Int,
+        productId: String, offerId: String, environment: StoreEnvironment, now: Timestamp, on db: DatabaseConnection
+    ) throws(DatabaseError) {
+        try db.execute(
+            """
+            INSERT INTO billing_paywall_events (user_id, event_id, type, placement, offering, stage, offering_version,
+                                                product_id, offer_id, environment, received_at)
+            VALUES (\(userId), \(eventId), 'offer_signed', \(placement), \(offering), \(stage), \(offeringVersion),
+                    \(productId), \(offerId), \(environment.rawValue), \(now))
+            """)
+    }
+
     /// Validates a report (400 with the offending field otherwise).
     static func decode(_ body: JSON) throws(APIError) -> Report {
         guard case .object(let object) = body else { throw .badRequest("the body must be a JSON object") }

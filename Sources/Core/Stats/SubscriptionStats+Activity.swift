@@ -38,7 +38,11 @@ extension SubscriptionStats {
 
     /// The paywall funnel per placement (`byStage: false`), or per placement, offering and
     /// ladder stage (`byStage: true`; events that named an offering): views, dismissals,
-    /// purchase attempts, purchases (result done) and conversion = purchases / views.
+    /// purchase attempts, purchases (result done) and conversion = purchases / views; per
+    /// stage also the App Store promotional offers the server signed there (`offersSigned`)
+    /// and the users who redeemed one (`offersRedeemed`: an applied App Store purchase or
+    /// renewal of that product in a promotional-offer period, begun at or after the
+    /// signature, give or take the 10 minutes two clocks may disagree by).
     static func funnel(
         environment env: String, from: Timestamp, to: Timestamp, byStage: Bool = false,
         on db: DatabaseConnection
@@ -48,8 +52,14 @@ extension SubscriptionStats {
         let rows = try db.query(
             """
             SELECT \(unsafeRaw: keys), SUM(type = 'view') AS views, SUM(type = 'dismiss') AS dismissals,
-                   SUM(type = 'purchase') AS attempts, SUM(type = 'purchase' AND result = 'done') AS purchases
-            FROM billing_paywall_events
+                   SUM(type = 'purchase') AS attempts, SUM(type = 'purchase' AND result = 'done') AS purchases,
+                   SUM(type = 'offer_signed') AS signed,
+                   COUNT(DISTINCT CASE WHEN type = 'offer_signed' AND EXISTS (
+                       SELECT 1 FROM billing_events e
+                       WHERE e.user_id = p.user_id AND e.product_id = p.product_id AND e.status = 'applied'
+                         AND e.provider IN ('apple_notification', 'apple_transaction') AND e.period_type = 'promotional'
+                         AND e.purchased_at >= p.received_at - INTERVAL 10 MINUTE) THEN p.user_id END) AS redeemed
+            FROM billing_paywall_events p
             WHERE environment = \(env) AND received_at >= \(from) AND received_at < \(to)
               \(unsafeRaw: byStage ? "AND offering IS NOT NULL" : "")
             GROUP BY \(unsafeRaw: keys) ORDER BY \(unsafeRaw: keys)
@@ -66,6 +76,8 @@ extension SubscriptionStats {
             if byStage {
                 entry["offering"] = .string(try row.string("offering"))
                 entry["stage"] = try row.optionalInt64("stage").map(JSON.int) ?? .null
+                entry["offersSigned"] = .int(try row.int64("signed"))
+                entry["offersRedeemed"] = .int(try row.int64("redeemed"))
             }
             return .object(entry)
         }
