@@ -3,6 +3,29 @@ import Testing
 @testable import Core
 
 @Suite struct ErrorTests {
+    /// A statement longer than the session's limit (just under `readTimeoutSeconds`) is
+    /// stopped by the server and said to be a timeout, never "database unavailable", on a
+    /// connection that stays usable; the admin socket answers -32001 `statement_timeout`.
+    @Test func aStatementPastTheLimitIsATimeoutNotAnOutage() throws {
+        try withTestDatabase { (configuration, _) throws -> Void in
+            var limited = configuration
+            limited.readTimeoutSeconds = 1
+            let db = DatabaseConnection(configuration: limited)
+            let error = #expect(throws: DatabaseError.self) { try db.query("SELECT SLEEP(3) AS slept") }
+            #expect(error?.isStatementTimeout == true)
+            #expect(error?.errno == 1969)
+            #expect(error?.isUnavailable == false)
+            #expect(error?.rpcError.code == RPCError.Code.timeout)
+            #expect(error?.rpcError.data?["reason"] == "statement_timeout")
+            #expect(error?.rpcError.message.contains("database.readTimeoutSeconds") == true)
+            #expect(error?.apiError?.status == .serviceUnavailable)
+            #expect(db.isConnected, "the connection was not lost")
+            #expect(try db.queryOne("SELECT 1 AS one")?.int("one") == 1)
+            // Under the limit, as before.
+            #expect(try db.queryOne("SELECT SLEEP(0.2) AS slept")?.int("slept") == 0)
+        }
+    }
+
     @Test func duplicateKeyIsTypedAndHidesTheValue() throws {
         try withTestConnection { db in
             try db.execute("CREATE TABLE k (id INT PRIMARY KEY, code VARCHAR(64) NOT NULL, UNIQUE KEY k_code (code))")

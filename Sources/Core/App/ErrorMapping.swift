@@ -6,12 +6,23 @@ extension DatabaseError: APIErrorConvertible, RPCErrorConvertible {
     /// retry non-2xx). Anything else is a bug: the generic 500.
     var apiError: APIError? {
         if isUnavailable || isDeadlockOrLockWait { return .unavailable() }
+        if isStatementTimeout { return .unavailable("the database did not answer in time, retry later", code: "timeout") }
         return nil
     }
 
+    /// A statement stopped by its time limit is said to be one (-32001, `data.reason`
+    /// `statement_timeout`), never "database unavailable": the database is up, the call was
+    /// too heavy for the limit.
     var rpcError: RPCError {
         if isUnavailable || isDeadlockOrLockWait {
             return RPCError(code: RPCError.Code.unavailable, message: "database unavailable, retry later")
+        }
+        if isStatementTimeout {
+            return RPCError(
+                code: RPCError.Code.timeout,
+                message: "a statement ran longer than database.readTimeoutSeconds allows and was stopped; nothing was changed by it: "
+                    + "ask for less (a shorter period), or give billing-rpc a longer limit (BILLING__database__readTimeoutSeconds)",
+                data: ["reason": "statement_timeout"])
         }
         return .internalError
     }

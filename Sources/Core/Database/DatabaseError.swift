@@ -16,6 +16,7 @@ struct DatabaseError: Error, Sendable, CustomStringConvertible, CustomDebugStrin
             case duplicateKey = "duplicate key"
             case deadlock = "deadlock"
             case lockWaitTimeout = "lock wait timeout"
+            case statementTimeout = "statement timeout"
             case constraintViolation = "constraint violation"
             case invalidData = "invalid data"
             case invalidQuery = "invalid query"
@@ -40,6 +41,10 @@ struct DatabaseError: Error, Sendable, CustomStringConvertible, CustomDebugStrin
         static let deadlock = Kind(.deadlock)
         /// A row lock was not granted within `innodb_lock_wait_timeout` (1205).
         static let lockWaitTimeout = Kind(.lockWaitTimeout)
+        /// The server stopped the statement at the session's `max_statement_time` (1969), which
+        /// this code sets just under `database.readTimeoutSeconds`: the call took too long,
+        /// the connection is intact, and running it again as it is would take as long.
+        static let statementTimeout = Kind(.statementTimeout)
         /// A CHECK (4025), FOREIGN KEY (1451, 1452) or NOT NULL (1048) constraint refused the row.
         static let constraintViolation = Kind(.constraintViolation)
         /// Strict mode refused a value: too long, out of range, bad date or number.
@@ -90,6 +95,8 @@ struct DatabaseError: Error, Sendable, CustomStringConvertible, CustomDebugStrin
     var isDuplicateKey: Bool { kind == .duplicateKey }
     /// Deadlock (1213) or lock wait timeout (1205): the whole transaction may be retried.
     var isDeadlockOrLockWait: Bool { kind == .deadlock || kind == .lockWaitTimeout }
+    /// The statement ran past the session's time limit and was stopped (not retried).
+    var isStatementTimeout: Bool { kind == .statementTimeout }
     /// CHECK, FOREIGN KEY or NOT NULL constraint refused the row.
     var isConstraintViolation: Bool { kind == .constraintViolation }
 
@@ -113,8 +120,9 @@ extension DatabaseError {
     static func kind(forErrno errno: UInt32) -> Kind {
         switch errno {
         case 2001, 2002, 2003, 2004, 2005, 2006, 2011, 2012, 2013, 2026, 2048, 2055,
-            1040, 1053, 1077, 1152, 1153, 1154, 1155, 1156, 1158, 1159, 1160, 1161, 1927, 1969:
+            1040, 1053, 1077, 1152, 1153, 1154, 1155, 1156, 1158, 1159, 1160, 1161, 1927:
             return .unavailable
+        case 1969: return .statementTimeout
         // Galera: "WSREP has not yet prepared node for application use" (wsrep_ready OFF: a
         // node cut off in a minority partition, or still joining). The connection is fine and
         // the node answers again once it rejoins the primary component (docs/scaling.md).

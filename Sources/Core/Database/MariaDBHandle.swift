@@ -35,10 +35,15 @@ final class MariaDBHandle {
         var noReconnect: my_bool = 0
         // The session settings every statement of this code relies on. Integers only, no input.
         let lockWait = max(1, config.lockWaitTimeoutSeconds)
+        // The server stops a statement half a second before the client would stop waiting
+        // for it (MYSQL_OPT_READ_TIMEOUT): a long statement ends as a statement timeout
+        // (1969), reported as such, on a connection that stays usable, instead of a lost
+        // connection that reads as "database unavailable".
+        let statementLimit = Double(max(1, config.readTimeoutSeconds)) - 0.5
         let initCommand =
             "SET SESSION time_zone = '+00:00', "
             + "SESSION sql_mode = 'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ZERO_DATE,NO_ZERO_IN_DATE,NO_ENGINE_SUBSTITUTION', "
-            + "SESSION innodb_lock_wait_timeout = \(lockWait)"
+            + "SESSION innodb_lock_wait_timeout = \(lockWait), SESSION max_statement_time = \(statementLimit)"
         mysql_options(mysql, MYSQL_OPT_CONNECT_TIMEOUT, &connectTimeout)
         mysql_options(mysql, MYSQL_OPT_READ_TIMEOUT, &readTimeout)
         mysql_options(mysql, MYSQL_OPT_WRITE_TIMEOUT, &writeTimeout)
