@@ -59,6 +59,12 @@ class ReconcilingDaemon:
         finally:
             self.proc.stdout.close()
 
+    def stopped_log(self):
+        """Stops the daemon (it must exit 0) and returns its whole log, for what must never be in it."""
+        assert self.stop() == 0
+        with open(self.log) as f:
+            return f.read()
+
 
 def inbox_count(original):
     return int(sql("SELECT COUNT(*) FROM billing_events WHERE subscription_id = " + sql_string(original))[0][0])

@@ -42,9 +42,7 @@ class RevenueCatPull(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         try:
-            assert cls.daemon.stop() == 0
-            with open(cls.daemon.log) as f:
-                log = f.read()
+            log = cls.daemon.stopped_log()
             assert cls.fake.api_key not in log, "the secret key is never logged"
         finally:
             cls.fake.stop()

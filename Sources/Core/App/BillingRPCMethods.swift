@@ -39,6 +39,8 @@ enum BillingRPCMethods {
         registry.registerReconcileMethods(idPattern: idPattern, reconcile: services.reconcile)
         // webhooks.list, webhooks.deliveries, webhooks.replay
         registry.registerWebhookMethods(endpoints: configuration.webhooks.endpoints)
+        // google.purchases.get
+        registry.registerGooglePlayMethods(api: services.googlePlay)
         return registry
     }
 

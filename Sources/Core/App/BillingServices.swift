@@ -38,6 +38,8 @@ final class BillingServices: Sendable {
     /// nil without an In-App Purchase key (`apple.inAppKey`, else `apple.serverApi`) and
     /// `apple.bundleId`: offer signatures then answer 501.
     let offerSigner: AppleOfferSigner?
+    /// nil without `google.packageName` and `google.serviceAccountFile`.
+    let googlePlay: GooglePlayAPI?
     /// Where the configuration was read from, to read `entitlements.signingKeyFiles` again on
     /// SIGHUP (nil: nothing to read again).
     let configurationSource: (path: String?, environment: [String: String])?
@@ -65,6 +67,7 @@ final class BillingServices: Sendable {
         self.appleVerifier = try AppleSignedDataVerifier.load(configuration.apple)
         self.entitlementTokens = try EntitlementTokenSigner.load(configuration.entitlements)
         self.offerSigner = try AppleOfferSigner.load(configuration.apple)
+        self.googlePlay = try GooglePlayAPI.load(configuration.google, clock: clock)
         self.reconcile = try ReconcileService.load(configuration, verifier: appleVerifier, idPattern: pattern, logger: logger, clock: clock)
         let auth = configuration.auth
         if auth.hasKeys {

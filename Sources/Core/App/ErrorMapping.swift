@@ -56,7 +56,8 @@ extension BillingError: APIErrorConvertible, RPCErrorConvertible {
     var rpcError: RPCError {
         if code == .invalidParams { return .invalidParams(message, field: data["field"]?.stringValue) }
         var data = self.data
-        data["reason"] = .string(code.name)
+        // A reason of its own (not_configured) is kept; otherwise the code's name.
+        if data["reason"]?.stringValue == nil { data["reason"] = .string(code.name) }
         return RPCError(code: code.rawValue, message: message, data: .object(data))
     }
 }

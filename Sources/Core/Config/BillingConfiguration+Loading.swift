@@ -228,6 +228,31 @@ extension BillingConfiguration {
             if let socket = live.publisherSocket, !socket.hasPrefix("/") { r.problem("publisherSocket", "expected an absolute path") }
         }
         reader.section("outbox") { r in r.bool("enabled", into: &outbox.enabled) }
+        reader.section("google") { r in
+            r.optionalString("packageName", into: &google.packageName)
+            r.optionalString("serviceAccountFile", into: &google.serviceAccountFile)
+            r.string("tokenUrl", into: &google.tokenUrl)
+            r.string("apiUrl", into: &google.apiUrl)
+            r.clientSettings(into: &google.client)
+            r.string("pushKeysUrl", into: &google.pushKeysUrl)
+            r.optionalString("pushAudience", into: &google.pushAudience)
+            r.optionalString("pushServiceAccount", into: &google.pushServiceAccount)
+            for (name, url) in [("tokenUrl", google.tokenUrl), ("apiUrl", google.apiUrl), ("pushKeysUrl", google.pushKeysUrl)]
+            where !url.hasPrefix("https://") || url.utf8.count < 9 {
+                r.problem(name, "expected an https:// URL")
+            }
+            if let package = google.packageName,
+                package.isEmpty || package.utf8.count > 255
+                    || !package.utf8.allSatisfy({
+                        $0 == 0x2E || $0 == 0x5F || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
+                    })
+            {
+                r.problem("packageName", "expected an application id such as com.example.app")
+            }
+            if (google.packageName == nil) != (google.serviceAccountFile == nil) {
+                r.problem("serviceAccountFile", "set packageName and serviceAccountFile together")
+            }
+        }
         reader.section("entitlements") { r in
             r.stringArray("signingKeyFiles", into: &entitlements.signingKeyFiles)
             for path in entitlements.signingKeyFiles where !path.hasPrefix("/") {

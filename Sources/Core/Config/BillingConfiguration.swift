@@ -22,6 +22,7 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
     var live = Live()
     var outbox = Outbox()
     var entitlements = Entitlements()
+    var google = Google()
 
     init() {}
 
@@ -245,6 +246,29 @@ struct BillingConfiguration: Sendable, CustomStringConvertible {
     struct Outbox: Sendable, Equatable {
         var enabled = true
         init() {}
+    }
+
+    /// Google Play (`google.*`, SPEC §18): the app's package, the service account that reads
+    /// the Play Developer API, and what a Pub/Sub push must carry.
+    struct Google: Sendable, Equatable {
+        var packageName: String? = nil
+        /// Google's JSON key of the service account (`type: service_account`): a credential of
+        /// billing-rpc and the workers, read at start-up, never logged.
+        var serviceAccountFile: String? = nil
+        /// Where the service account's JWT is exchanged for an access token.
+        var tokenUrl = "https://oauth2.googleapis.com/token"
+        /// The Play Developer API's base URL, without `/androidpublisher/v3`.
+        var apiUrl = "https://androidpublisher.googleapis.com"
+        /// `caFile` (trusted instead of the system's CAs for both URLs: tests), timeouts, retries.
+        var client = APIClientSettings()
+        /// Google's published keys of the push's OIDC tokens.
+        var pushKeysUrl = "https://www.googleapis.com/oauth2/v3/certs"
+        var pushAudience: String? = nil
+        var pushServiceAccount: String? = nil
+        init() {}
+
+        /// Whether the Play Developer API can be called: a package and a service account.
+        var isAPIConfigured: Bool { !(packageName ?? "").isEmpty && !(serviceAccountFile ?? "").isEmpty }
     }
 
     /// Signed entitlement tokens (`entitlements.*`, SPEC §17): `GET /billing/access?signed=true`

@@ -49,10 +49,20 @@ struct ProviderAPIClient: Sendable {
 
     /// GET `url`; `headers` is asked once per attempt (a fresh token each time).
     func get(_ url: String, headers: () throws(ProviderAPIError) -> [String]) throws(ProviderAPIError) -> JSON {
+        try call(url, body: nil, headers: headers)
+    }
+
+    /// POST `body` (JSON) to `url` with the same retries; an empty 2xx answer is `{}` (Google
+    /// Play's acknowledge answers so).
+    func post(_ url: String, body: JSON, headers: () throws(ProviderAPIError) -> [String]) throws(ProviderAPIError) -> JSON {
+        try call(url, body: body.serialized(), headers: headers)
+    }
+
+    private func call(_ url: String, body: [UInt8]?, headers: () throws(ProviderAPIError) -> [String]) throws(ProviderAPIError) -> JSON {
         var attempt = 0
         while true {
             attempt += 1
-            switch try once(url, headers: try headers(), attempt: attempt) {
+            switch try once(url, body: body, headers: try headers(), attempt: attempt) {
             case .success(let json):
                 return json
             case .failure(let retry):
@@ -69,10 +79,14 @@ struct ProviderAPIClient: Sendable {
     }
 
     /// One attempt: the JSON, a `Retry`, or (thrown) a failure that ends the call.
-    private func once(_ url: String, headers: [String], attempt: Int) throws(ProviderAPIError) -> Result<JSON, Retry> {
+    private func once(_ url: String, body: [UInt8]?, headers: [String], attempt: Int) throws(ProviderAPIError) -> Result<JSON, Retry> {
         let response: HTTPClientResponse
         do {
-            response = try http.get(url, headers: headers)
+            if let body {
+                response = try http.post(url, headers: headers + ["Content-Type: application/json"], body: body)
+            } else {
+                response = try http.get(url, headers: headers)
+            }
         } catch {
             return .failure(
                 Retry(
@@ -80,6 +94,7 @@ struct ProviderAPIClient: Sendable {
                     waitMilliseconds: backoff.randomDelay(attempt: attempt)))
         }
         if successStatuses.contains(response.status) {
+            if body != nil && response.body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D }) { return .success(.object([:])) }
             guard let json = try? JSON.parse(response.body), json.objectValue != nil else {
                 throw ProviderAPIError(.malformedResponse, status: response.status, detail: "not a JSON object")
             }

@@ -46,7 +46,7 @@ struct AppleOfferSigner: Sendable {
         claims["bid"] = .string(bundleId)
         claims["iss"] = .string(issuerId)
         claims["aud"] = .string(audience)
-        claims["iat"] = .int(EntitlementTokenSigner.seconds(now))
+        claims["iat"] = .int(now.secondsSinceEpoch)
         claims["nonce"] = .string(nonce)
         return .object(claims)
     }

@@ -57,8 +57,8 @@ struct EntitlementTokenSigner: Sendable {
             "expiresAt": JSON(end?.iso8601),
             "validUntil": .string(validUntil.iso8601),
             "revision": .int(Int64(snapshot.revision)),
-            "iat": .int(Self.seconds(now)),
-            "exp": .int(Self.seconds(validUntil)),
+            "iat": .int(now.secondsSinceEpoch),
+            "exp": .int(validUntil.secondsSinceEpoch),
         ]
     }
 
@@ -66,12 +66,6 @@ struct EntitlementTokenSigner: Sendable {
     func sign(_ snapshot: AccessSnapshot) throws(CryptoError) -> String {
         let key = keys.current().signing
         return try CompactJWS.sign(payload: claims(snapshot), header: ["kid": .string(key.kid)], key: key.key, algorithm: "ES256")
-    }
-
-    /// Whole seconds, rounded down (also before 1970).
-    static func seconds(_ time: Timestamp) -> Int64 {
-        let (quotient, remainder) = time.millisecondsSinceEpoch.quotientAndRemainder(dividingBy: 1000)
-        return remainder < 0 ? quotient - 1 : quotient
     }
 }
 

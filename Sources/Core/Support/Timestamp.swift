@@ -19,6 +19,12 @@ struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     func adding(seconds: Int64) -> Timestamp { adding(milliseconds: seconds * 1000) }
 
+    /// Whole seconds since the epoch, rounded down (also before 1970): a JWT NumericDate.
+    var secondsSinceEpoch: Int64 {
+        let (quotient, remainder) = millisecondsSinceEpoch.quotientAndRemainder(dividingBy: 1000)
+        return remainder < 0 ? quotient - 1 : quotient
+    }
+
     /// `2026-11-29T12:25:44.123Z`
     var description: String { iso8601 }
 }

@@ -1,0 +1,220 @@
+"""A local HTTPS fake of the two Google endpoints billing reads Play through (SPEC §18), for
+the end-to-end tests, answering their real shapes:
+
+- the OAuth 2 token endpoint of a service account (RFC 7523 JWT-bearer grant, as
+  https://developers.google.com/identity/protocols/oauth2/service-account documents it):
+  `POST /token` with `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=JWT`,
+  the JWT RS256 under the key file's `private_key_id`, claims `iss` (the account's email),
+  `scope`, `aud` (this URL), `iat`, `exp` (at most an hour later). Answers
+  `{"access_token", "expires_in", "token_type": "Bearer"}`, or 400 `{"error":
+  "invalid_grant", "error_description"}`;
+- the Play Developer API (androidpublisher v3, its discovery document):
+  `GET /androidpublisher/v3/applications/{packageName}/purchases/subscriptionsv2/tokens/{token}`
+  answers the SubscriptionPurchaseV2 the test set for the token (`subscription_v2` builds
+  one: kind, regionCode, startTime, subscriptionState, lineItems [{productId, expiryTime,
+  autoRenewingPlan {autoRenewEnabled, recurringPrice}, offerDetails {basePlanId, offerId,
+  offerTags}, offerPhase, latestSuccessfulOrderId}], linkedPurchaseToken,
+  canceledStateContext, testPurchase, acknowledgementState, externalAccountIdentifiers, etag),
+  and `POST /androidpublisher/v3/applications/{packageName}/purchases/subscriptions/
+  {subscriptionId}/tokens/{token}:acknowledge` (an empty 200). Errors are Google's
+  `{"error": {"code", "message", "status"}}`: 401 UNAUTHENTICATED without a valid access
+  token, 404 NOT_FOUND for a token or package it does not know, 503 UNAVAILABLE when `down`.
+
+The service account's key file (Google's JSON shape, `type: service_account`) is written by
+the fake: `key_file`, for `google.serviceAccountFile`. TLS uses a CA of its own (`ca_file`).
+`grants` counts access tokens granted; `revoke_tokens()` makes the granted ones invalid (a
+401 follows); `acknowledged[token]` counts acknowledgements. Standard library, PyJWT and
+`cryptography`."""
+import datetime
+import http.server
+import json
+import os
+import secrets
+import threading
+import time
+import urllib.parse
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from .fake_appstore_api import _tls_files, send_json, serve_https
+
+SCOPE = "https://www.googleapis.com/auth/androidpublisher"
+GRANT_TYPE = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+API_PREFIX = "/androidpublisher/v3/applications/"
+PACKAGE = "com.example.fcgibilling"
+
+
+def rfc3339(ms):
+    """Google's Timestamp format: UTC, nanoseconds, Z."""
+    seconds, millis = divmod(ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + ".%03d000000Z" % millis
+
+
+def subscription_v2(product, base_plan, state, expiry_ms, *, user=None, auto_renew=True, start_ms=None, offer_id=None,
+                    offer_phase="basePrice", test=False, acknowledged=True, linked_token=None, canceled_by=None,
+                    price=("EUR", 4, 990000000), order="GPA.3312-4455-6677-88990"):
+    """A SubscriptionPurchaseV2 as purchases.subscriptionsv2.get answers it."""
+    item = {"productId": product, "expiryTime": rfc3339(expiry_ms),
+            "offerDetails": {"basePlanId": base_plan, "offerTags": []}, "latestSuccessfulOrderId": order,
+            "offerPhase": {offer_phase: {}}}
+    if offer_id:
+        item["offerDetails"]["offerId"] = offer_id
+    if auto_renew is None:
+        item["prepaidPlan"] = {"allowExtendAfterTime": rfc3339(expiry_ms - 86400_000)}
+    else:
+        currency, units, nanos = price
+        item["autoRenewingPlan"] = {"autoRenewEnabled": auto_renew,
+                                    "recurringPrice": {"currencyCode": currency, "units": str(units), "nanos": nanos}}
+    purchase = {"kind": "androidpublisher#subscriptionPurchaseV2", "regionCode": "FR",
+                "startTime": rfc3339(start_ms if start_ms is not None else expiry_ms - 30 * 86400_000),
+                "subscriptionState": state, "latestOrderId": order, "lineItems": [item],
+                "acknowledgementState": "ACKNOWLEDGEMENT_STATE_ACKNOWLEDGED" if acknowledged
+                else "ACKNOWLEDGEMENT_STATE_PENDING", "etag": secrets.token_hex(8)}
+    if user:
+        purchase["externalAccountIdentifiers"] = {"obfuscatedExternalAccountId": user}
+    if test:
+        purchase["testPurchase"] = {}
+    if linked_token:
+        purchase["linkedPurchaseToken"] = linked_token
+    if canceled_by:
+        purchase["canceledStateContext"] = {canceled_by + "InitiatedCancellation": {}} if canceled_by != "replacement" \
+            else {"replacementCancellation": {}}
+    return purchase
+
+
+def google_error(handler, status, message, status_name):
+    send_json(handler, status, {"error": {"code": status, "message": message, "status": status_name}}, {})
+
+
+class FakeGoogle:
+    def __init__(self, directory, package=PACKAGE, expires_in=3599):
+        self.directory = directory
+        self.package = package
+        self.expires_in = expires_in
+        self.ca_file, cert_file, key_file = _tls_files(directory)
+        self.account_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.key_id = secrets.token_hex(20)
+        self.email = "billing-reader@fcgibilling-e2e.iam.gserviceaccount.com"
+        self.purchases = {}
+        self.acknowledged = {}
+        self.grants = 0
+        self.refused_grants = []
+        self.tokens = {}            # access token -> expiry (epoch seconds)
+        self.down = False
+        self.requests = []
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                fake.requests.append(("POST", self.path))
+                if self.path == "/token":
+                    return fake.token(self, body)
+                fake.api(self, "POST")
+
+            def do_GET(self):
+                fake.requests.append(("GET", self.path))
+                fake.api(self, "GET")
+
+        self.server, self.port, _ = serve_https(Handler, cert_file, key_file)
+        self.url = "https://127.0.0.1:%d" % self.port
+        self.token_url = self.url + "/token"
+        self.key_file = os.path.join(directory, "service-account.json")
+        pem = self.account_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                             serialization.NoEncryption()).decode()
+        document = {"type": "service_account", "project_id": "fcgibilling-e2e", "private_key_id": self.key_id,
+                    "private_key": pem, "client_email": self.email, "client_id": "104242424242424242424",
+                    "auth_uri": "https://accounts.google.com/o/oauth2/auth", "token_uri": self.token_url,
+                    "auth_provider_x509_cert_url": "https://www.googleapis.com/oauth2/v1/certs",
+                    "universe_domain": "googleapis.com"}
+        fd = os.open(self.key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(document, f)
+        self.private_key_marker = pem.splitlines()[1]
+
+    def overrides(self):
+        """The environment a billing-rpc needs to read Play from this fake."""
+        return {"BILLING__google__packageName": self.package, "BILLING__google__serviceAccountFile": self.key_file,
+                "BILLING__google__tokenUrl": self.token_url, "BILLING__google__apiUrl": self.url,
+                "BILLING__google__caFile": self.ca_file, "BILLING__google__maxAttempts": "2",
+                "BILLING__google__timeoutSeconds": "5"}
+
+    def revoke_tokens(self):
+        with self.lock:
+            self.tokens.clear()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    # ------------------------------------------------------------------ the token endpoint
+
+    def token(self, handler, body):
+        form = urllib.parse.parse_qs(body.decode(), strict_parsing=False)
+        def refuse(why):
+            self.refused_grants.append(why)
+            send_json(handler, 400, {"error": "invalid_grant", "error_description": why}, {})
+        if handler.headers.get("Content-Type", "").split(";")[0] != "application/x-www-form-urlencoded":
+            return refuse("not a form")
+        if form.get("grant_type") != [GRANT_TYPE] or len(form.get("assertion", [])) != 1:
+            return refuse("unsupported grant")
+        assertion = form["assertion"][0]
+        try:
+            header = jwt.get_unverified_header(assertion)
+            claims = jwt.decode(assertion, key=self.account_key.public_key(), algorithms=["RS256"], audience=self.token_url,
+                                issuer=self.email, options={"require": ["iss", "aud", "iat", "exp", "scope"]})
+        except jwt.PyJWTError as error:
+            return refuse("Invalid JWT Signature." if isinstance(error, jwt.InvalidSignatureError) else str(error))
+        if header.get("kid") != self.key_id:
+            return refuse("kid is not the key's private_key_id")
+        if SCOPE not in claims["scope"].split(" ") or claims["exp"] - claims["iat"] > 3600:
+            return refuse("Invalid JWT: scope or lifetime")
+        access = "ya29.fake-" + secrets.token_urlsafe(24)
+        with self.lock:
+            self.grants += 1
+            self.tokens[access] = time.time() + self.expires_in
+        send_json(handler, 200, {"access_token": access, "expires_in": self.expires_in, "token_type": "Bearer"}, {})
+
+    # ------------------------------------------------------------------ androidpublisher
+
+    def api(self, handler, method):
+        if self.down:
+            return google_error(handler, 503, "The service is currently unavailable.", "UNAVAILABLE")
+        authorization = handler.headers.get("Authorization", "")
+        token = authorization[len("Bearer "):] if authorization.startswith("Bearer ") else None
+        with self.lock:
+            valid = token is not None and self.tokens.get(token, 0) > time.time()
+        if not valid:
+            return google_error(handler, 401, "Request had invalid authentication credentials.", "UNAUTHENTICATED")
+        path = urllib.parse.urlsplit(handler.path).path
+        if not path.startswith(API_PREFIX):
+            return google_error(handler, 404, "Not Found", "NOT_FOUND")
+        package, _, rest = urllib.parse.unquote(path[len(API_PREFIX):]).partition("/")
+        if package != self.package:
+            return google_error(handler, 404, "No application was found for the given package name.", "NOT_FOUND")
+        if method == "GET" and rest.startswith("purchases/subscriptionsv2/tokens/"):
+            purchase = self.purchases.get(rest[len("purchases/subscriptionsv2/tokens/"):])
+            if purchase is None:
+                return google_error(handler, 404, "The purchase token was not found.", "NOT_FOUND")
+            return send_json(handler, 200, purchase, {})
+        if method == "POST" and rest.startswith("purchases/subscriptions/") and rest.endswith(":acknowledge"):
+            _, _, tail = rest.partition("purchases/subscriptions/")
+            subscription_id, _, purchase_token = tail[:-len(":acknowledge")].partition("/tokens/")
+            purchase = self.purchases.get(purchase_token)
+            if purchase is None or all(i["productId"] != subscription_id for i in purchase["lineItems"]):
+                return google_error(handler, 404, "The purchase token was not found.", "NOT_FOUND")
+            with self.lock:
+                self.acknowledged[purchase_token] = self.acknowledged.get(purchase_token, 0) + 1
+                purchase["acknowledgementState"] = "ACKNOWLEDGEMENT_STATE_ACKNOWLEDGED"
+            handler.send_response(200)
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
+        google_error(handler, 404, "Not Found", "NOT_FOUND")
