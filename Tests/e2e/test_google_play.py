@@ -9,6 +9,8 @@ shapes) asked `google.purchases.get`. What must hold:
   the user from obfuscatedExternalAccountId, a test purchase as sandbox;
 - the service account's JWT-bearer grant is made once and its access token reused; a token
   Google stopped honouring (401) is replaced once, transparently;
+- `google.purchases.acknowledge` acknowledges at Google exactly once, audited without the
+  token;
 - an unknown token is 1001 not_found; Play down is -32002 provider_unavailable (after the
   client's retries), never a crash or a made-up answer;
 - neither the service account's key nor an access token nor a purchase token is logged."""
@@ -17,11 +19,12 @@ import tempfile
 import unittest
 import uuid
 
-from harness.billing import rpc
+from harness.billing import rpc, sql, sql_string
 from harness.entitlements import DAY, HOUR, now_ms
 from harness.fake_google import FakeGoogle, subscription_v2
 from test_reconcile import ReconcilingDaemon
 
+ACTOR = "e2e-google@ops"
 ACCESS = {"SUBSCRIPTION_STATE_ACTIVE": True, "SUBSCRIPTION_STATE_CANCELED": True, "SUBSCRIPTION_STATE_IN_GRACE_PERIOD": True,
           "SUBSCRIPTION_STATE_ON_HOLD": False, "SUBSCRIPTION_STATE_PAUSED": False, "SUBSCRIPTION_STATE_EXPIRED": False,
           "SUBSCRIPTION_STATE_PENDING": False, "SUBSCRIPTION_STATE_PENDING_PURCHASE_CANCELED": False}
@@ -131,6 +134,28 @@ class PlayDeveloperAPI(unittest.TestCase):
         self.assertIn("503", reply["error"]["data"]["providerError"])
         self.fake.down = False
         self.assertIn("result", self.get(token))
+
+    def test_acknowledging_is_made_once_and_audited_without_the_token(self):
+        token = purchase_token()
+        self.tokens.append(token)
+        self.fake.purchases[token] = subscription_v2("plus_monthly", "monthly-eur", "SUBSCRIPTION_STATE_ACTIVE",
+                                                     now_ms() + DAY, user=str(uuid.uuid4()), acknowledged=False)
+        self.assertIs(self.get(token)["result"]["acknowledged"], False)
+        first = self.daemon.call("google.purchases.acknowledge", {"purchaseToken": token, "actor": ACTOR})
+        self.assertEqual(first.get("result"), {"acknowledged": True, "alreadyAcknowledged": False, "productId": "plus_monthly"},
+                         first)
+        again = self.daemon.call("google.purchases.acknowledge", {"purchaseToken": token, "actor": ACTOR})
+        self.assertIs(again["result"]["alreadyAcknowledged"], True)
+        self.assertEqual(self.fake.acknowledged.get(token), 1, "acknowledged at Google exactly once")
+        self.assertIs(self.get(token)["result"]["acknowledged"], True)
+        rows = sql("SELECT detail FROM audit_log WHERE action = 'google.purchases.acknowledge' AND actor = " + sql_string(ACTOR))
+        self.assertEqual(len(rows), 1, rows)
+        self.assertNotIn(token, rows[0][0])
+        self.assertIn('"productId": "plus_monthly"', rows[0][0].replace('":"', '": "'))
+        missing = self.daemon.call("google.purchases.acknowledge", {"purchaseToken": purchase_token(), "actor": ACTOR})
+        self.assertEqual(missing["error"]["code"], 1001, missing)
+        no_actor = self.daemon.call("google.purchases.acknowledge", {"purchaseToken": token})
+        self.assertEqual(no_actor["error"]["code"], -32602, no_actor)
 
     def test_bad_params(self):
         for params in ({}, {"purchaseToken": ""}, {"purchaseToken": 5}, {"purchaseToken": "t", "extra": 1}):
