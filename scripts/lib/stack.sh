@@ -328,7 +328,10 @@ config = {
     "database": {"socket": "$DB_SOCKET", "user": "billing", "name": "billing",
                  "passwordFile": "$BILLING_VAR_DIR/secrets/db-password",
                  "connectTimeoutSeconds": 2, "readTimeoutSeconds": 10, "writeTimeoutSeconds": 10},
-    "server": {"threadsPerWorker": $BILLING_THREADS, "maxBodyBytes": 1048576, "metricsDirectory": "$RUN_DIR/metrics"},
+    # backlog: as production's socket unit (billing-fcgi@.socket, Backlog=1024), so a burst of
+    # connections (2,000 apps reconnecting their live streams) waits instead of nginx's 502.
+    "server": {"threadsPerWorker": $BILLING_THREADS, "maxBodyBytes": 1048576, "metricsDirectory": "$RUN_DIR/metrics",
+               "backlog": 1024},
     "admin": {"socket": "$RPC_SOCKET"},
     "auth": {"keysFile": "$BILLING_VAR_DIR/dev-token-keys.json", "issuer": "$DEV_TOKEN_ISSUER",
              "audience": "$DEV_TOKEN_AUDIENCE", "leewaySeconds": 60},
