@@ -14,6 +14,7 @@ shapes) asked `google.purchases.get`. What must hold:
 - an unknown token is 1001 not_found; Play down is -32002 provider_unavailable (after the
   client's retries), never a crash or a made-up answer;
 - neither the service account's key nor an access token nor a purchase token is logged."""
+import hashlib
 import os
 import tempfile
 import unittest
@@ -57,6 +58,22 @@ class PlayDeveloperAPI(unittest.TestCase):
 
     def setUp(self):
         self.fake.down = False
+        self.fake.hang_seconds = 0
+        self.fake.canned.clear()
+
+    def active(self, **extra):
+        token = purchase_token()
+        self.fake.purchases[token] = subscription_v2("plus_monthly", "monthly-eur", "SUBSCRIPTION_STATE_ACTIVE",
+                                                     now_ms() + DAY, user=str(uuid.uuid4()), **extra)
+        return token
+
+    def unavailable(self, reply, provider_error):
+        self.assertEqual(reply["error"]["code"], -32002, reply)
+        self.assertEqual(reply["error"]["data"]["reason"], "provider_unavailable")
+        self.assertIn(provider_error, reply["error"]["data"]["providerError"])
+
+    def audit_rows(self):
+        return sql("SELECT detail FROM audit_log WHERE action = 'google.purchases.acknowledge' AND actor = " + sql_string(ACTOR))
 
     def get(self, token):
         self.tokens.append(token)
@@ -148,7 +165,8 @@ class PlayDeveloperAPI(unittest.TestCase):
         self.assertIs(again["result"]["alreadyAcknowledged"], True)
         self.assertEqual(self.fake.acknowledged.get(token), 1, "acknowledged at Google exactly once")
         self.assertIs(self.get(token)["result"]["acknowledged"], True)
-        rows = sql("SELECT detail FROM audit_log WHERE action = 'google.purchases.acknowledge' AND actor = " + sql_string(ACTOR))
+        digest = hashlib.sha256(token.encode()).hexdigest()[:16]
+        rows = [r for r in self.audit_rows() if digest in r[0]]
         self.assertEqual(len(rows), 1, rows)
         self.assertNotIn(token, rows[0][0])
         self.assertIn('"productId": "plus_monthly"', rows[0][0].replace('":"', '": "'))
@@ -156,6 +174,54 @@ class PlayDeveloperAPI(unittest.TestCase):
         self.assertEqual(missing["error"]["code"], 1001, missing)
         no_actor = self.daemon.call("google.purchases.acknowledge", {"purchaseToken": token})
         self.assertEqual(no_actor["error"]["code"], -32602, no_actor)
+
+    def test_a_429_is_waited_out_and_answered(self):
+        token = self.active()
+        self.fake.fail_next(429, {"error": {"code": 429, "message": "Quota exceeded.", "status": "RESOURCE_EXHAUSTED"}},
+                            {"Retry-After": "1"})
+        reply = self.get(token)
+        self.assertEqual(reply.get("result", {}).get("state"), "SUBSCRIPTION_STATE_ACTIVE", reply)
+        self.assertEqual(self.fake.canned, [], "the 429 was answered, then the call came back")
+
+    def test_a_long_429_ends_the_call_as_unavailable(self):
+        token = self.active()
+        self.fake.fail_next(429, {"error": {"code": 429, "message": "Quota exceeded.", "status": "RESOURCE_EXHAUSTED"}},
+                            {"Retry-After": "120"})
+        self.unavailable(self.get(token), "429")
+
+    def test_a_malformed_answer_is_unavailable_not_made_up(self):
+        token = self.active()
+        for body in (b"<html>not json</html>", {"kind": "androidpublisher#subscriptionPurchaseV2"},
+                     {"subscriptionState": "SUBSCRIPTION_STATE_ACTIVE", "lineItems": [{"productId": 5}]}):
+            with self.subTest(body=body):
+                self.fake.fail_next(200, body)
+                self.unavailable(self.get(token), "malformed")
+        self.assertIn("result", self.get(token), "the next real answer is read")
+
+    def test_a_timeout_is_unavailable(self):
+        token = self.active()
+        self.fake.hang_seconds = 3      # over google.timeoutSeconds (2), on both attempts
+        self.unavailable(self.get(token), "timeout")
+
+    def test_an_acknowledgement_that_fails_writes_nothing_and_is_made_once_later(self):
+        token = self.active(acknowledged=False)
+        self.tokens.append(token)
+        before = len(self.audit_rows())
+        self.fake.down = True
+        self.unavailable(self.daemon.call("google.purchases.acknowledge", {"purchaseToken": token, "actor": ACTOR}), "503")
+        self.fake.down = False
+        # The read succeeds, the acknowledge POST answers 503 on both of the client's attempts.
+        unavailable = {"error": {"code": 503, "message": "The service is currently unavailable.", "status": "UNAVAILABLE"}}
+        for _ in range(2):
+            self.fake.fail_next(503, unavailable, method="POST")
+        self.unavailable(self.daemon.call("google.purchases.acknowledge", {"purchaseToken": token, "actor": ACTOR}), "503")
+        self.assertIs(self.get(token)["result"]["acknowledged"], False)
+        self.assertEqual(len(self.audit_rows()), before, "no audit row for what Google did not take")
+        self.assertEqual(self.fake.acknowledged.get(token), None)
+        done = self.daemon.call("google.purchases.acknowledge", {"purchaseToken": token, "actor": ACTOR})
+        self.assertIs(done["result"]["alreadyAcknowledged"], False, done)
+        self.assertEqual(self.fake.acknowledged.get(token), 1)
+        self.assertEqual(len(self.audit_rows()), before + 1)
 
     def test_bad_params(self):
         for params in ({}, {"purchaseToken": ""}, {"purchaseToken": 5}, {"purchaseToken": "t", "extra": 1}):

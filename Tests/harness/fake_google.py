@@ -23,13 +23,17 @@ the end-to-end tests, answering their real shapes:
 The service account's key file (Google's JSON shape, `type: service_account`) is written by
 the fake: `key_file`, for `google.serviceAccountFile`. TLS uses a CA of its own (`ca_file`).
 `grants` counts access tokens granted; `revoke_tokens()` makes the granted ones invalid (a
-401 follows); `acknowledged[token]` counts acknowledgements. Standard library, PyJWT and
+401 follows); `acknowledged[token]` counts acknowledgements. Failure scenarios of the API:
+`down` (503 to everything), `hang_seconds` (sleeps before every answer), and
+`fail_next(status, body, headers)` queueing canned answers (a 429 RESOURCE_EXHAUSTED with
+Retry-After, a 200 that is not the documented shape) served before the real one. Standard library, PyJWT and
 `cryptography`."""
 import datetime
 import http.server
 import json
 import os
 import secrets
+import ssl
 import threading
 import time
 import urllib.parse
@@ -103,6 +107,8 @@ class FakeGoogle:
         self.refused_grants = []
         self.tokens = {}            # access token -> expiry (epoch seconds)
         self.down = False
+        self.hang_seconds = 0
+        self.canned = []
         self.requests = []
         self.lock = threading.Lock()
         fake = self
@@ -122,6 +128,12 @@ class FakeGoogle:
             def do_GET(self):
                 fake.requests.append(("GET", self.path))
                 fake.api(self, "GET")
+
+            def handle(self):
+                try:
+                    super().handle()
+                except (ConnectionError, ssl.SSLError):
+                    pass    # the client gave up waiting (the timeout scenario)
 
         self.server, self.port, _ = serve_https(Handler, cert_file, key_file)
         self.url = "https://127.0.0.1:%d" % self.port
@@ -144,7 +156,13 @@ class FakeGoogle:
         return {"BILLING__google__packageName": self.package, "BILLING__google__serviceAccountFile": self.key_file,
                 "BILLING__google__tokenUrl": self.token_url, "BILLING__google__apiUrl": self.url,
                 "BILLING__google__caFile": self.ca_file, "BILLING__google__maxAttempts": "2",
-                "BILLING__google__timeoutSeconds": "5"}
+                "BILLING__google__timeoutSeconds": "2", "BILLING__google__maxRetryAfterSeconds": "2"}
+
+    def fail_next(self, status, body, headers=None, method=None):
+        """The next API request (of `method`, when given) is answered `status` with `body`
+        (bytes as they are, else JSON)."""
+        with self.lock:
+            self.canned.append((method, (status, body, headers or {})))
 
     def revoke_tokens(self):
         with self.lock:
@@ -185,6 +203,13 @@ class FakeGoogle:
     # ------------------------------------------------------------------ androidpublisher
 
     def api(self, handler, method):
+        if self.hang_seconds:
+            time.sleep(self.hang_seconds)
+        with self.lock:
+            index = next((i for i, (m, _) in enumerate(self.canned) if m in (None, method)), None)
+            canned = self.canned.pop(index)[1] if index is not None else None
+        if canned:
+            return send_json(handler, *canned)
         if self.down:
             return google_error(handler, 503, "The service is currently unavailable.", "UNAVAILABLE")
         authorization = handler.headers.get("Authorization", "")

@@ -12,11 +12,10 @@ struct GooglePlayAPI: Sendable {
 
     /// The client `google.*` describes; nil without `packageName` and `serviceAccountFile`.
     static func load(_ google: BillingConfiguration.Google, clock: any BillingClock = SystemClock()) throws(ConfigurationError) -> GooglePlayAPI? {
-        guard google.isAPIConfigured, let packageName = google.packageName, let account = try GoogleServiceAccount.load(google) else {
-            return nil
-        }
+        guard google.isAPIConfigured, let packageName = google.packageName else { return nil }
         // Google's error body is `{"error": {"code": 404, "message", "status"}}`: the HTTP status says it.
         let client = try ProviderAPIClient(google.client, name: "google", errorCodeMember: "code")
+        guard let account = try GoogleServiceAccount.load(google, http: client.http) else { return nil }
         let base = google.apiUrl.hasSuffix("/") ? String(google.apiUrl.dropLast()) : google.apiUrl
         return GooglePlayAPI(client: client, baseURL: base, packageName: packageName, account: account, clock: clock)
     }

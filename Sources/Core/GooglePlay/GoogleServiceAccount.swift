@@ -33,7 +33,7 @@ final class GoogleServiceAccount: Sendable {
 
     /// The service account of `google.*`; nil without `serviceAccountFile`. A file that is
     /// not a service account key is a start-up error (which never quotes the key).
-    static func load(_ google: BillingConfiguration.Google) throws(ConfigurationError) -> GoogleServiceAccount? {
+    static func load(_ google: BillingConfiguration.Google, http: CurlHTTPClient? = nil) throws(ConfigurationError) -> GoogleServiceAccount? {
         guard let path = google.serviceAccountFile, !path.isEmpty else { return nil }
         let setting = "google.serviceAccountFile"
         let document: JSON
@@ -56,12 +56,11 @@ final class GoogleServiceAccount: Sendable {
         } catch {
             throw ConfigurationError("\(setting): \(path): private_key is not a PEM private key")
         }
-        if let caFile = google.client.caFile, !FileIO.exists(caFile) { throw ConfigurationError("google.caFile: \(caFile) does not exist") }
-        let http = CurlHTTPClient(
-            timeoutMilliseconds: google.client.timeoutSeconds * 1000,
-            connectTimeoutMilliseconds: google.client.connectTimeoutSeconds * 1000, caFile: google.client.caFile)
+        // The API's own transport (timeouts, `caFile`): the token endpoint is called as it is.
+        let transport: CurlHTTPClient
+        if let http { transport = http } else { transport = try ProviderAPIClient(google.client, name: "google", errorCodeMember: "code").http }
         return GoogleServiceAccount(
-            clientEmail: email, keyId: document["private_key_id"]?.stringValue, key: key, tokenURL: google.tokenUrl, http: http)
+            clientEmail: email, keyId: document["private_key_id"]?.stringValue, key: key, tokenURL: google.tokenUrl, http: transport)
     }
 
     /// The signed JWT the token endpoint exchanges.

@@ -28,7 +28,7 @@ struct AppStoreServerAPIToken: Sendable {
     }
 
     func claims(now: Timestamp) -> JSON {
-        let issuedAt = now.millisecondsSinceEpoch / 1000
+        let issuedAt = now.secondsSinceEpoch
         return [
             "iss": .string(issuerId), "iat": .int(issuedAt), "exp": .int(issuedAt + lifetimeSeconds),
             "aud": .string(Self.audience), "bid": .string(bundleId),
