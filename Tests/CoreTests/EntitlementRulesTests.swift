@@ -26,7 +26,8 @@ private func event(
         willRenew: willRenew, inBillingRetry: inBillingRetry)
 }
 
-private func permutations<T>(_ items: [T]) -> [[T]] {
+/// Every ordering of `items` (small inputs only).
+func permutations<T>(_ items: [T]) -> [[T]] {
     guard items.count > 1 else { return [items] }
     var result: [[T]] = []
     for (i, item) in items.enumerated() {

@@ -26,8 +26,16 @@ the fake: `key_file`, for `google.serviceAccountFile`. TLS uses a CA of its own 
 401 follows); `acknowledged[token]` counts acknowledgements. Failure scenarios of the API:
 `down` (503 to everything), `hang_seconds` (sleeps before every answer), and
 `fail_next(status, body, headers)` queueing canned answers (a 429 RESOURCE_EXHAUSTED with
-Retry-After, a 200 that is not the documented shape) served before the real one. Standard library, PyJWT and
-`cryptography`."""
+Retry-After, a 200 that is not the documented shape) served before the real one.
+
+It is also the Pub/Sub push's signer: `GET /oauth2/v3/certs` publishes its RSA keys as Google
+does (a JWK set, `Cache-Control: max-age`), `push_token()` makes the OIDC token a push
+subscription sends (RS256, `iss` https://accounts.google.com, `aud`, `email`,
+`email_verified`, `sub`, `iat`, `exp` an hour later), and `push_body()` the push itself
+(`{"message": {"data": base64 DeveloperNotification, "messageId", "publishTime"},
+"subscription"}`) as https://cloud.google.com/pubsub/docs/push documents it.
+`key_fetches` counts the key set's downloads. Standard library, PyJWT and `cryptography`."""
+import base64
 import datetime
 import http.server
 import json
@@ -48,6 +56,8 @@ SCOPE = "https://www.googleapis.com/auth/androidpublisher"
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 API_PREFIX = "/androidpublisher/v3/applications/"
 PACKAGE = "com.example.fcgibilling"
+PUSH_ACCOUNT = "pubsub-push@fcgibilling-e2e.iam.gserviceaccount.com"
+PUSH_AUDIENCE = "https://billing.example.com/api/v1/billing/webhooks/google"
 
 
 def rfc3339(ms):
@@ -111,6 +121,8 @@ class FakeGoogle:
         self.canned = []
         self.requests = []
         self.lock = threading.Lock()
+        self.push_keys = [(secrets.token_hex(20), rsa.generate_private_key(public_exponent=65537, key_size=2048))]
+        self.key_fetches = 0
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -127,6 +139,8 @@ class FakeGoogle:
 
             def do_GET(self):
                 fake.requests.append(("GET", self.path))
+                if self.path == "/oauth2/v3/certs":
+                    return fake.certs(self)
                 fake.api(self, "GET")
 
             def handle(self):
@@ -157,6 +171,46 @@ class FakeGoogle:
                 "BILLING__google__tokenUrl": self.token_url, "BILLING__google__apiUrl": self.url,
                 "BILLING__google__caFile": self.ca_file, "BILLING__google__maxAttempts": "2",
                 "BILLING__google__timeoutSeconds": "2", "BILLING__google__maxRetryAfterSeconds": "2"}
+
+    def push_overrides(self):
+        """The environment of a worker taking this fake's pushes (with `overrides()`)."""
+        return dict(self.overrides(), BILLING__google__pushKeysUrl=self.url + "/oauth2/v3/certs",
+                    BILLING__google__pushAudience=PUSH_AUDIENCE, BILLING__google__pushServiceAccount=PUSH_ACCOUNT)
+
+    # ------------------------------------------------------------------ the push's OIDC tokens
+
+    def certs(self, handler):
+        from jwt.algorithms import RSAAlgorithm
+        keys = []
+        for kid, key in self.push_keys:
+            jwk = json.loads(RSAAlgorithm.to_jwk(key.public_key()))
+            jwk.update(kid=kid, alg="RS256", use="sig")
+            keys.append(jwk)
+        with self.lock:
+            self.key_fetches += 1
+        send_json(handler, 200, {"keys": keys}, {"Cache-Control": "public, max-age=21600, must-revalidate, no-transform"})
+
+    def push_token(self, *, audience=PUSH_AUDIENCE, email=PUSH_ACCOUNT, email_verified=True, key=None, kid=None,
+                   issuer="https://accounts.google.com", ttl=3600, algorithm="RS256"):
+        """The OIDC token a Pub/Sub push subscription sends in `Authorization: Bearer`."""
+        own_kid, own_key = self.push_keys[0]
+        now = int(time.time())
+        claims = {"aud": audience, "azp": "104242424242424242425", "email": email, "email_verified": email_verified,
+                  "exp": now + ttl, "iat": now, "iss": issuer, "sub": "104242424242424242425"}
+        claims = {k: v for k, v in claims.items() if v is not None}
+        return jwt.encode(claims, key or own_key, algorithm=algorithm, headers={"kid": kid or own_kid, "typ": "JWT"})
+
+    def push_body(self, notification, message_id=None, package=None):
+        """A push of `notification` (the DeveloperNotification's kind member, e.g.
+        `{"subscriptionNotification": {...}}`)."""
+        developer = {"version": "1.0", "packageName": package or self.package, "eventTimeMillis": str(int(time.time() * 1000))}
+        developer.update(notification)
+        data = base64.b64encode(json.dumps(developer).encode()).decode()
+        message_id = message_id or str(secrets.randbelow(10 ** 16))
+        return {"message": {"data": data, "messageId": message_id, "message_id": message_id,
+                            "publishTime": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
+                            "publish_time": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()), "attributes": {}},
+                "subscription": "projects/fcgibilling-e2e/subscriptions/play-rtdn-push"}
 
     def fail_next(self, status, body, headers=None, method=None):
         """The next API request (of `method`, when given) is answered `status` with `body`

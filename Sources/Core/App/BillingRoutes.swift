@@ -23,6 +23,14 @@ enum BillingRoutes {
         let offerings = OfferingsRoute(offerings: services.offerings, catalog: services.catalog, tiers: services.tiers)
         let keys = SigningKeysRoute(signer: services.entitlementTokens)
         let offerSignatures = AppleOfferSignatureRoute(signer: services.offerSigner, offerings: services.offerings, metrics: services.metrics)
+        let play = services.googlePlay.map {
+            GooglePlayIngestion(api: $0, tiers: services.tiers, idPattern: services.idPattern, metrics: services.metrics)
+        }
+        let google = GooglePlayWebhook(
+            verifier: services.googlePush, ingestion: play, maxBodyBytes: services.configuration.server.maxBodyBytes,
+            metrics: services.metrics)
+        let playPurchases = GooglePlayPurchaseRoute(
+            ingestion: play, maxBodyBytes: services.configuration.server.maxBodyBytes, access: access, catalog: services.catalog)
 
         router.get("\(prefix)/health") { request, context in health.handle(request, context) }
         router.get("\(prefix)/ping") { request, context in HealthCheck.ping(request, context) }
@@ -37,6 +45,8 @@ enum BillingRoutes {
         router.get("\(prefix)/billing/offerings") { request, context in try offerings.handle(request, context) }
         router.get("\(prefix)/billing/keys") { request, context in try keys.handle(request, context) }
         router.post("\(prefix)/billing/apple/offer-signatures") { request, context in try offerSignatures.handle(request, context) }
+        router.post("\(prefix)/billing/webhooks/google") { request, context in try google.handle(request, context) }
+        router.post("\(prefix)/billing/google/purchases") { request, context in try playPurchases.handle(request, context) }
     }
 
     /// A router with all routes registered, answering from `services`.

@@ -40,6 +40,9 @@ final class BillingServices: Sendable {
     let offerSigner: AppleOfferSigner?
     /// nil without `google.packageName` and `google.serviceAccountFile`.
     let googlePlay: GooglePlayAPI?
+    /// nil without `google.pushAudience` and `google.pushServiceAccount`: the Play push route
+    /// then answers 501.
+    let googlePush: GooglePushVerifier?
     /// Where the configuration was read from, to read `entitlements.signingKeyFiles` again on
     /// SIGHUP (nil: nothing to read again).
     let configurationSource: (path: String?, environment: [String: String])?
@@ -68,6 +71,7 @@ final class BillingServices: Sendable {
         self.entitlementTokens = try EntitlementTokenSigner.load(configuration.entitlements)
         self.offerSigner = try AppleOfferSigner.load(configuration.apple)
         self.googlePlay = try GooglePlayAPI.load(configuration.google, clock: clock)
+        self.googlePush = try GooglePushVerifier.load(configuration.google, logger: logger, clock: clock)
         self.reconcile = try ReconcileService.load(configuration, verifier: appleVerifier, idPattern: pattern, logger: logger, clock: clock)
         let auth = configuration.auth
         if auth.hasKeys {

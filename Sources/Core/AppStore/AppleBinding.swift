@@ -153,21 +153,6 @@ enum AppleBinding {
         subscriptionId: String, to userId: String, now: Timestamp,
         on db: DatabaseConnection
     ) throws(DatabaseError) -> Bool {
-        let waiting = try db.query(
-            """
-            SELECT id FROM billing_events WHERE subscription_id = \(subscriptionId) AND provider IN (\(list: appleProviders))
-              AND status = 'unmatched' FOR UPDATE
-            """)
-        for row in waiting {
-            let eventId = try row.uint64("id")
-            try EventInbox.addParty(eventId: eventId, userId: userId, role: .subject, on: db)
-            try db.execute(
-                """
-                UPDATE billing_events SET status = 'applied', user_id = \(userId), applied_at = \(now)
-                WHERE id = \(eventId) AND status = 'unmatched'
-                """)
-            try db.execute("DELETE FROM billing_event_user_candidates WHERE event_id = \(eventId)")
-        }
-        return !waiting.isEmpty
+        try EventInbox.attachUnmatched(subscriptionId: subscriptionId, providers: appleProviders, to: userId, now: now, on: db)
     }
 }

@@ -12,6 +12,8 @@ struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case wrongIssuer = "wrong_issuer"
         case wrongAudience = "wrong_audience"
         case invalidSubject = "invalid_subject"
+        /// A Pub/Sub push token whose `email` is not the configured service account, or not verified.
+        case wrongAccount = "wrong_account"
     }
 
     let reason: Reason
@@ -29,6 +31,7 @@ struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case .wrongIssuer: return "the ID token's issuer is not accepted"
         case .wrongAudience: return "the ID token's audience is not accepted"
         case .invalidSubject: return "the ID token's subject is not a valid user id"
+        case .wrongAccount: return "the token's email is not the expected, verified service account"
         }
     }
 }
@@ -38,6 +41,10 @@ struct VerifiedIDToken: Sendable, Equatable {
     let subject: String
     let issuer: String
     let expiresAt: Timestamp
+    /// OpenID Connect's `email` and `email_verified`, when the token carries them (Google's
+    /// tokens of a service account: a Pub/Sub push).
+    var email: String? = nil
+    var emailVerified = false
 }
 
 /// Verifies app ID tokens (SPEC §3): RS256 or ES256 only, the key chosen by `kid` and of the
@@ -49,6 +56,9 @@ struct IDTokenVerifier: Sendable {
     /// The keys in force, reloaded without a restart (`TokenKeyStore`).
     let keyStore: TokenKeyStore
     let issuer: String
+    /// `issuer` and the other spellings accepted for it (Google writes both
+    /// `https://accounts.google.com` and `accounts.google.com`).
+    let issuers: Set<String>
     let audience: String
     let leewaySeconds: Int64
 
@@ -66,9 +76,13 @@ struct IDTokenVerifier: Sendable {
             cachedTokens: cachedTokens)
     }
 
-    init(keyStore: TokenKeyStore, issuer: String, audience: String, leewaySeconds: Int, cachedTokens: Int = 0) {
+    init(
+        keyStore: TokenKeyStore, issuer: String, alsoAccepting otherIssuers: [String] = [], audience: String, leewaySeconds: Int,
+        cachedTokens: Int = 0
+    ) {
         self.keyStore = keyStore
         self.issuer = issuer
+        self.issuers = Set([issuer] + otherIssuers)
         self.audience = audience
         self.leewaySeconds = Int64(min(max(leewaySeconds, 0), 86_400))
         self.verified = cachedTokens > 0 ? BoundedCache(capacity: cachedTokens) : nil
@@ -128,14 +142,16 @@ struct IDTokenVerifier: Sendable {
         guard let exp = try numericDate("exp") else { throw AuthError(.malformed) }
         let nbf = try numericDate("nbf")
         guard let iat = try numericDate("iat") else { throw AuthError(.malformed) }
-        guard let iss = claims["iss"]?.stringValue, iss == issuer else { throw AuthError(.wrongIssuer) }
+        guard let iss = claims["iss"]?.stringValue, issuers.contains(iss) else { throw AuthError(.wrongIssuer) }
         switch claims["aud"] {
         case .string(let aud)? where aud == audience: break
         case .array(let auds)? where auds.contains(.string(audience)): break
         default: throw AuthError(.wrongAudience)
         }
         guard let sub = claims["sub"]?.stringValue, UserIdPattern.isWellFormed(sub) else { throw AuthError(.invalidSubject) }
-        return SignedClaims(subject: sub, issuer: iss, expiresAt: exp, notBefore: nbf, issuedAt: iat)
+        return SignedClaims(
+            subject: sub, issuer: iss, expiresAt: exp, notBefore: nbf, issuedAt: iat, email: claims["email"]?.stringValue,
+            emailVerified: claims["email_verified"] == .bool(true) || claims["email_verified"] == .string("true"))
     }
 
     /// A token whose signature and clock-free claims verified; its times are judged per use.
@@ -146,13 +162,17 @@ struct IDTokenVerifier: Sendable {
         var expiresAt: Int64
         var notBefore: Int64?
         var issuedAt: Int64
+        var email: String? = nil
+        var emailVerified = false
 
         func validated(at now: Timestamp, leewaySeconds: Int64) throws(AuthError) -> VerifiedIDToken {
             let nowSeconds = now.millisecondsSinceEpoch / 1000
             guard nowSeconds < expiresAt + leewaySeconds else { throw AuthError(.expired) }
             if let notBefore { guard notBefore <= nowSeconds + leewaySeconds else { throw AuthError(.notYetValid) } }
             guard issuedAt <= nowSeconds + leewaySeconds else { throw AuthError(.notYetValid) }
-            return VerifiedIDToken(subject: subject, issuer: issuer, expiresAt: Timestamp(secondsSinceEpoch: expiresAt))
+            return VerifiedIDToken(
+                subject: subject, issuer: issuer, expiresAt: Timestamp(secondsSinceEpoch: expiresAt), email: email,
+                emailVerified: emailVerified)
         }
     }
 

@@ -30,6 +30,10 @@ struct GooglePlaySubscription: Sendable, Equatable {
         var autoRenewEnabled: Bool?
         /// `offerPhase`: `freeTrial`, `introductoryPrice`, `prorationPeriod` or `basePrice`.
         var offerPhase: String?
+        /// `autoRenewingPlan.recurringPrice` in thousandths of `currency` (Google's Money:
+        /// `units` and `nanos`), when Play states it.
+        var priceMilli: Int64? = nil
+        var currency: String? = nil
 
         /// The catalog's key for it: `subscriptionId:basePlanId` (SPEC §18), or the id alone.
         var catalogProductId: String { basePlanId.map { "\(productId):\($0)" } ?? productId }
@@ -50,6 +54,9 @@ struct GooglePlaySubscription: Sendable, Equatable {
     var regionCode: String?
     /// Who canceled, from `canceledStateContext`: user, system, developer or replacement.
     var canceledBy: String?
+    /// The answer as the inbox keeps it: `linkedPurchaseToken` (another credential of the
+    /// user) replaced by `linkedSubscriptionId`, the subscription id it names.
+    var payload: JSON = .null
 
     /// The latest expiry among the line items.
     var expiresAt: Timestamp? { lineItems.compactMap(\.expiryTime).max() }
@@ -88,11 +95,13 @@ struct GooglePlaySubscription: Sendable, Equatable {
                 guard let object = value.objectValue else { throw PayloadError("\(path).offerPhase", "expected an object") }
                 phase = ["freeTrial", "introductoryPrice", "prorationPeriod", "basePrice"].first { object[$0] != nil }
             }
+            let (priceMilli, currency) = try Self.money(plan?.value("recurringPrice"), path: "\(path).autoRenewingPlan.recurringPrice")
             lineItems.append(
                 LineItem(
                     productId: productId, basePlanId: try offer?.string("basePlanId", maxLength: 64),
                     offerId: try offer?.string("offerId", maxLength: 64), expiryTime: try Self.time(i, "expiryTime", path: path),
-                    autoRenewEnabled: try plan?.bool("autoRenewEnabled") ?? (plan == nil ? nil : false), offerPhase: phase))
+                    autoRenewEnabled: try plan?.bool("autoRenewEnabled") ?? (plan == nil ? nil : false), offerPhase: phase,
+                    priceMilli: priceMilli, currency: currency))
         }
         let accounts = try r.value("externalAccountIdentifiers").map { (v) throws(PayloadError) in
             try PayloadReader(v, path: "subscription.externalAccountIdentifiers")
@@ -113,7 +122,46 @@ struct GooglePlaySubscription: Sendable, Equatable {
             isTest: r.value("testPurchase").map { !$0.isNull } ?? false,
             acknowledged: acknowledgement == "ACKNOWLEDGEMENT_STATE_ACKNOWLEDGED",
             latestOrderId: try r.string("latestOrderId", maxLength: 191), regionCode: try r.string("regionCode", maxLength: 8),
-            canceledBy: canceledBy)
+            canceledBy: canceledBy, payload: storedPayload(json))
+    }
+
+    private static func storedPayload(_ json: JSON) -> JSON {
+        guard var object = json.objectValue else { return json }
+        if let linked = object["linkedPurchaseToken"]?.stringValue {
+            object["linkedPurchaseToken"] = nil
+            object["linkedSubscriptionId"] = .string(GooglePlayEvent.subscriptionId(token: linked))
+        }
+        return .object(object)
+    }
+
+    /// Google's `Money` (`currencyCode`, `units` as a decimal string, `nanos`) in
+    /// thousandths, rounded half away from zero once; nil for an absent one or a code that is
+    /// not three capital letters.
+    private static func money(_ value: JSON?, path: String) throws(PayloadError) -> (Int64?, String?) {
+        guard let value else { return (nil, nil) }
+        let m = try PayloadReader(value, path: path)
+        guard let code = try m.string("currencyCode", maxLength: 3), code.utf8.count == 3,
+            code.utf8.allSatisfy({ $0 >= 65 && $0 <= 90 })
+        else { return (nil, nil) }
+        let units: Int64
+        switch m.value("units") {
+        case nil: units = 0
+        case .string(let text)?:
+            guard let parsed = Int64(text), abs(parsed) < 1_000_000_000_000 else { throw PayloadError("\(path).units", "expected an int64 string") }
+            units = parsed
+        case let other?:
+            guard let parsed = other.int64Value, abs(parsed) < 1_000_000_000_000 else {
+                throw PayloadError("\(path).units", "expected an int64 string")
+            }
+            units = parsed
+        }
+        let nanos =
+            try m.value("nanos").map { (v) throws(PayloadError) -> Int64 in
+                guard let n = v.int64Value, abs(n) < 1_000_000_000 else { throw PayloadError("\(path).nanos", "expected an integer below 10⁹") }
+                return n
+            } ?? 0
+        let milli = (abs(nanos) + 500_000) / 1_000_000
+        return (units * 1000 + (nanos < 0 ? -milli : milli), code)
     }
 
     /// An RFC 3339 time (Google writes up to nine fractional digits and `Z`).

@@ -46,7 +46,7 @@ enum EventInbox {
         e.id, e.provider, e.provider_event_id, e.event_type, e.kind, e.intrinsic_at, e.subscription_id, e.product_id,
         e.tier, e.period_type, e.is_trial, e.family_shared, e.environment, e.store, e.purchased_at, e.expires_at, e.grace_expires_at,
         e.price_milli, e.currency, e.reason, e.new_product_id, e.new_tier, e.effective_at, e.will_renew,
-        e.in_billing_retry, e.expiration_intent
+        e.in_billing_retry, e.expiration_intent, e.linked_subscription_id
         """
 
     /// Inserts the delivery; nil when the provider event id is already in the inbox (the
@@ -60,12 +60,12 @@ enum EventInbox {
             let result = try db.execute(
                 """
                 INSERT INTO billing_events (provider, provider_event_id, user_id, event_type, kind, subscription_id,
-                  product_id, new_product_id, new_tier, effective_at, will_renew, in_billing_retry, expiration_intent, tier, period_type, is_trial, family_shared, price_milli,
+                  product_id, new_product_id, new_tier, effective_at, will_renew, in_billing_retry, expiration_intent, linked_subscription_id, tier, period_type, is_trial, family_shared, price_milli,
                   currency, store, reason, environment, purchased_at, expires_at, grace_expires_at, intrinsic_at,
                   received_at, applied_at, status, status_reason, payload)
                 VALUES (\(event.provider.rawValue), \(event.providerEventId), \(userId), \(event.rawType), \(event.kind.rawValue),
                   \(event.subscriptionId), \(event.productId), \(event.newProductId), \(event.newTier?.rawValue),
-                  \(event.effectiveAt), \(event.willRenew), \(event.inBillingRetry), \(event.expirationIntent.map(Int64.init)),
+                  \(event.effectiveAt), \(event.willRenew), \(event.inBillingRetry), \(event.expirationIntent.map(Int64.init)), \(event.replacesSubscriptionId),
                   \(event.tier?.rawValue), \(storedPeriodType(event.periodType)),
                   \(event.isTrial), \(event.familyShared), \(event.priceMilli), \(event.currency), \(event.platform), \(event.cancelReason),
                   \(event.environment.rawValue), \(event.purchasedAt), \(event.expiresAt), \(event.graceExpiresAt),
@@ -102,6 +102,31 @@ enum EventInbox {
                 ON DUPLICATE KEY UPDATE role = VALUES(role)
                 """)
         }
+    }
+
+    /// Attaches the subscription's unmatched events of `providers` to `userId`, its owner now
+    /// (a store binding decided). Returns true when some event was attached (the caller
+    /// re-folds `userId`). Must run inside the caller's transaction.
+    static func attachUnmatched(
+        subscriptionId: String, providers: [SQLValue], to userId: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> Bool {
+        let waiting = try db.query(
+            """
+            SELECT id FROM billing_events WHERE subscription_id = \(subscriptionId) AND provider IN (\(list: providers))
+              AND status = 'unmatched' FOR UPDATE
+            """)
+        for row in waiting {
+            let eventId = try row.uint64("id")
+            try addParty(eventId: eventId, userId: userId, role: .subject, on: db)
+            try db.execute(
+                """
+                UPDATE billing_events SET status = 'applied', user_id = \(userId), applied_at = \(now)
+                WHERE id = \(eventId) AND status = 'unmatched'
+                """)
+            try db.execute("DELETE FROM billing_event_user_candidates WHERE event_id = \(eventId)")
+        }
+        return !waiting.isEmpty
     }
 
     enum PartyRole: String, Sendable {
@@ -144,6 +169,7 @@ extension StoreEvent {
             willRenew: willRenew,
             inBillingRetry: try row.optionalInt64("in_billing_retry").map { $0 != 0 },
             expirationIntent: try row.optionalInt64("expiration_intent").map { Int($0) },
-            familyShared: try row.bool("family_shared"))
+            familyShared: try row.bool("family_shared"),
+            replacesSubscriptionId: try row.optionalString("linked_subscription_id"))
     }
 }

@@ -5,6 +5,9 @@ enum EventProvider: String, Sendable, CaseIterable {
     case revenuecatPull = "revenuecat_pull"
     case appleNotification = "apple_notification"
     case appleTransaction = "apple_transaction"
+    /// A Google Play subscription's state read from the Play Developer API (SPEC §18), after a
+    /// push, the app's post or a pull.
+    case googlePlay = "google_play"
 
     /// Whether the App Store itself signed what the event says (a notification, a posted
     /// or pulled transaction), rather than RevenueCat relaying it.
@@ -119,6 +122,9 @@ struct StoreEvent: Sendable, Equatable {
     /// For transfers: the app user ids that lose their store access, and those that gain it.
     var transferredFrom: [String]
     var transferredTo: [String]
+    /// Google Play: the subscription this one replaces (`linkedPurchaseToken`: an upgrade, a
+    /// downgrade, a re-signup); the fold ends it, so it is never counted twice.
+    var replacesSubscriptionId: String?
 
     init(
         provider: EventProvider, providerEventId: String, rawType: String, kind: EventKind,
@@ -129,7 +135,7 @@ struct StoreEvent: Sendable, Equatable {
         cancelReason: String? = nil, newProductId: String? = nil, newTier: Tier? = nil,
         effectiveAt: Timestamp? = nil, willRenew: Bool? = nil, inBillingRetry: Bool? = nil,
         expirationIntent: Int? = nil, transferredFrom: [String] = [], transferredTo: [String] = [],
-        familyShared: Bool = false
+        familyShared: Bool = false, replacesSubscriptionId: String? = nil
     ) {
         self.provider = provider
         self.providerEventId = providerEventId
@@ -158,6 +164,7 @@ struct StoreEvent: Sendable, Equatable {
         self.expirationIntent = expirationIntent
         self.transferredFrom = transferredFrom
         self.transferredTo = transferredTo
+        self.replacesSubscriptionId = replacesSubscriptionId
     }
 
     /// Whether the fold may apply this event at all: it needs an intrinsic time; tests never

@@ -40,9 +40,32 @@ enum StoreFold {
             }
             states[key] = apply(event, at: at, to: states[key], key: key)
         }
+        endReplaced(&states, events)
         return StoreProjection(
             subscriptions: states.values.sorted(by: SubscriptionState.projectionOrder),
             lastEventAt: lastEventAt, appliedEvents: applied)
+    }
+
+    /// A Google Play subscription another token replaces (`linkedPurchaseToken`: an upgrade,
+    /// a downgrade, a re-signup) ends when its replacement starts, whatever its own last
+    /// statement says (Play may still call it active until its period ends): the two are one
+    /// purchase history, never counted twice. Decided over the whole set, so arrival order
+    /// cannot change it.
+    private static func endReplaced(_ states: inout [String: SubscriptionState], _ events: [StoreEvent]) {
+        var replacedAt: [String: Timestamp] = [:]
+        for event in events where event.provider == .googlePlay && event.isApplicable {
+            guard let replaced = event.replacesSubscriptionId, let at = event.purchasedAt ?? event.intrinsicAt else { continue }
+            replacedAt[replaced] = min(replacedAt[replaced] ?? at, at)
+        }
+        for (key, at) in replacedAt {
+            guard var s = states[key], s.phase != .none else { continue }
+            s.expiresAt = min(s.expiresAt ?? at, at)
+            if s.phase != .revoked { s.phase = .expired }
+            s.willRenew = false
+            s.graceExpiresAt = nil
+            s.pendingChange = nil
+            states[key] = s
+        }
     }
 
     /// The subscription key of a pulled RevenueCat state that no webhook names yet:
@@ -84,6 +107,8 @@ enum StoreFold {
         // of the same family as the folded state (or the first one) can be appended. Pulled
         // RevenueCat state is matched to a subscription over the whole set: never appended.
         guard event.provider != .revenuecatPull else { return nil }
+        // A Play token's replacement is decided over the whole set too (`endReplaced`).
+        guard event.provider != .googlePlay else { return nil }
         // A webhook may be the first to name the subscription of a pulled state folded
         // under its own key so far: which subscription that state speaks for changes.
         if event.provider == .revenuecat, projection.subscriptions.contains(where: { $0.subscriptionId.hasPrefix(pulledKeyPrefix) }) {
@@ -134,6 +159,8 @@ enum StoreFold {
             // verified transaction: the transaction still tells the subscription's period
             // and expiry.
             updatePeriod(&s, event, at: at)
+        case .subscriberState where event.provider == .googlePlay:
+            applyPlayState(&s, event, at: at)
         case .subscriberState:
             applySubscriberState(&s, event, at: at)
         case .cancellation:
@@ -274,6 +301,47 @@ enum StoreFold {
         } else {
             s.graceExpiresAt = nil
             s.phase = s.inTrialPeriod ? (s.willRenew ? .trial : .canceled) : (s.willRenew ? .active : .canceled)
+        }
+    }
+
+    /// A Play subscription's whole state as the Play Developer API read it
+    /// (`GooglePlayEvent`): product, expiry, auto-renew, a free trial, and a failed payment
+    /// as billing retry with grace (IN_GRACE_PERIOD: `graceExpiresAt`) or without
+    /// (ON_HOLD). Play states no period start, so each statement simply replaces the last
+    /// (they are ordered by when they were read). A voided purchase stands against a later
+    /// read that still shows the voided period (Play may take a moment to expire it); a
+    /// later expiry (a new paid period) ends it.
+    private static func applyPlayState(_ s: inout SubscriptionState, _ event: StoreEvent, at: Timestamp) {
+        if s.phase == .revoked, let voided = s.expiresBeforeRevocation, (event.expiresAt ?? voided) <= voided { return }
+        adoptProduct(&s, event)
+        s.expiresAt = event.expiresAt
+        s.purchasedAt = s.purchasedAt ?? event.purchasedAt ?? at
+        s.expiresBeforeRevocation = nil
+        s.pendingChange = nil
+        s.willRenew = event.willRenew ?? false
+        if event.isTrial {
+            if !s.inTrialPeriod || s.trialStartsAt == nil { s.trialStartsAt = event.purchasedAt ?? at }
+            s.inTrialPeriod = true
+            s.trialEndsAt = event.expiresAt
+        } else {
+            s.inTrialPeriod = false
+        }
+        if event.inBillingRetry == true {
+            // Play says which: in grace (access until its end) or on hold (none). A read
+            // without grace ends a grace period an earlier read showed.
+            if let grace = event.graceExpiresAt, grace > at {
+                s.phase = .grace
+                s.graceExpiresAt = grace
+            } else {
+                s.phase = .billingRetry
+                s.graceExpiresAt = nil
+            }
+        } else if let expires = s.expiresAt, expires > at {
+            s.graceExpiresAt = nil
+            s.phase = s.willRenew ? (s.inTrialPeriod ? .trial : .active) : .canceled
+        } else {
+            s.phase = .expired
+            s.graceExpiresAt = nil
         }
     }
 

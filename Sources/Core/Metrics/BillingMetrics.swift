@@ -14,7 +14,7 @@ final class BillingMetrics: Sendable {
     }
 
     enum WebhookProvider: String, CaseIterable, Sendable {
-        case revenuecat, apple
+        case revenuecat, apple, google
     }
 
     /// What became of one webhook delivery (or posted transaction).
@@ -66,6 +66,10 @@ final class BillingMetrics: Sendable {
     private let offerSignatures: [MetricCounter]
     /// Entitlement tokens signed (`GET /billing/access?signed=true`).
     let entitlementTokens = MetricCounter()
+    /// Google Play purchases this process acknowledged at Google, and calls that failed
+    /// (retried: Google refunds a purchase left unacknowledged for three days).
+    let googleAcknowledged = MetricCounter()
+    let googleAcknowledgeFailures = MetricCounter()
     private let usage: [MetricCounter]
     private let databaseErrors: [MetricCounter]
     /// Transactions rolled back and run again after a deadlock or lock wait timeout.
@@ -142,6 +146,8 @@ final class BillingMetrics: Sendable {
             }
         }
         samples.append(MetricSample("billing_entitlement_tokens_total", [:], Double(entitlementTokens.current)))
+        samples.append(MetricSample("billing_google_acknowledgements_total", ["outcome": "acknowledged"], Double(googleAcknowledged.current)))
+        samples.append(MetricSample("billing_google_acknowledgements_total", ["outcome": "failed"], Double(googleAcknowledgeFailures.current)))
         samples.append(MetricSample("billing_snapshot_cache_total", ["result": "hit"], Double(snapshotCacheHits.current)))
         samples.append(MetricSample("billing_snapshot_cache_total", ["result": "miss"], Double(snapshotCacheMisses.current)))
         for source in sources.withLock({ $0 }) { samples += source() }

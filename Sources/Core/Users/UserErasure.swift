@@ -71,6 +71,8 @@ enum UserErasure {
                 ("billing_subscriptions", "DELETE FROM billing_subscriptions WHERE user_id = \(userId)"),
                 ("billing_outbox", "DELETE FROM billing_outbox WHERE user_id = \(userId)"),
                 ("billing_apple_bindings", "DELETE FROM billing_apple_bindings WHERE user_id = \(userId)"),
+                // His Play purchase tokens are his credentials at Google: gone with him.
+                ("billing_google_purchases", "DELETE FROM billing_google_purchases WHERE user_id = \(userId)"),
                 ("billing_grants", "DELETE FROM billing_grants WHERE user_id = \(userId)"),
                 ("billing_campaign_members", "DELETE FROM billing_campaign_members WHERE user_id = \(userId)"),
                 ("offering_ladder_stages", "DELETE FROM offering_ladder_stages WHERE user_id = \(userId)"),

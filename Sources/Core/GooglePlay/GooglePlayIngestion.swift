@@ -1,0 +1,201 @@
+/// Google Play purchases into the shared inbox and fold (SPEC §18). Like the App Store's and
+/// RevenueCat's pulls, the network part (`read`, `acknowledge`) runs outside any transaction
+/// and the database part (`record`) never calls the network.
+///
+/// `billing_google_purchases` is the token's binding and memory: one row per purchase token
+/// (its subscription id `gp:` + SHA-256), locked first in every transaction that records for
+/// it (then the users' access rows, in id order, as everywhere). Its owner is, in order: the
+/// owner already bound; `obfuscatedExternalAccountId` (the app sets it to the user id); the
+/// app user who posted the token; the owner of the token it replaces (`linkedPurchaseToken`).
+/// An owner not yet known leaves the event waiting for him (unmatched, claimed when he
+/// appears), and the row unbound until a later read finds him known.
+struct GooglePlayIngestion: Sendable {
+    let api: GooglePlayAPI
+    let tiers: TierResolver
+    let idPattern: UserIdPattern
+    let metrics: BillingMetrics
+
+    static let providers: [SQLValue] = [.string(EventProvider.googlePlay.rawValue)]
+
+    /// What recording a read state did.
+    struct Recorded: Sendable {
+        var ingestion: EventIngestion.Outcome
+        /// The token's owner after the record (nil: none known yet).
+        var owner: String?
+    }
+
+    // MARK: the network part
+
+    /// The token's state as the Play Developer API answers it now.
+    func read(token: String) throws(ProviderAPIError) -> GooglePlaySubscription {
+        try api.subscription(token: token)
+    }
+
+    /// Acknowledges the purchase at Google unless it is already, once across every process
+    /// (the row's claim), after its state was committed. A failure is counted and logged,
+    /// and left for the next read or the operator (`google.purchases.acknowledge`): the
+    /// delivery that read the state is already committed and answered.
+    func acknowledgeIfNeeded(_ subscription: GooglePlaySubscription, token: String, now: Timestamp, logger: Logger, on db: DatabaseConnection) {
+        guard !subscription.acknowledged, subscription.state.isAcknowledgeable, let product = subscription.lineItems.first?.productId
+        else { return }
+        let id = GooglePlayEvent.subscriptionId(token: token)
+        do {
+            let claimed = try db.transaction(retries: 3) { db in
+                try db.execute(
+                    """
+                    UPDATE billing_google_purchases SET ack_claimed_at = \(now), ack_attempts = ack_attempts + 1
+                    WHERE subscription_id = \(id) AND acknowledged_at IS NULL
+                      AND (ack_claimed_at IS NULL OR ack_claimed_at < \(now.adding(milliseconds: -60_000)))
+                    """
+                ).affectedRows == 1
+            }
+            guard claimed else { return }
+            do {
+                try api.acknowledge(subscriptionId: product, token: token)
+            } catch {
+                metrics.googleAcknowledgeFailures.add()
+                logger.warning("Play purchase not acknowledged; retried later", ["google.error": .string(error.code)])
+                _ = try db.transaction(retries: 3) { db in
+                    try db.execute(
+                        """
+                        UPDATE billing_google_purchases SET ack_claimed_at = NULL, ack_error = \(String(error.code.prefix(64)))
+                        WHERE subscription_id = \(id)
+                        """)
+                }
+                return
+            }
+            metrics.googleAcknowledged.add()
+            _ = try db.transaction(retries: 3) { db in
+                try db.execute(
+                    """
+                    UPDATE billing_google_purchases SET acknowledged_at = \(now), ack_claimed_at = NULL, ack_error = NULL
+                    WHERE subscription_id = \(id)
+                    """)
+            }
+        } catch {
+            logger.warning("Play acknowledgement not recorded", ["error.message": .string(String(describing: error))])
+        }
+    }
+
+    // MARK: the database part
+
+    /// Records a state read at `readAt` in its own transaction: the token's row, then the
+    /// state through the common ingestion. `providerEventId` is the push's key
+    /// (`gpush:<messageId>`); nil for a read of the app's post or a pull, keyed by what it
+    /// states (`pullEventId`: the same state read twice is one event).
+    func record(
+        _ subscription: GooglePlaySubscription, token: String, cause: String, providerEventId: String?,
+        poster: String?, readAt: Timestamp, payload: JSONObject = [:], on db: DatabaseConnection
+    ) throws -> Recorded {
+        try db.transaction(retries: 3, isolation: .readCommitted) { db -> Recorded in
+            var event = GooglePlayEvent.state(
+                subscription, token: token, cause: cause, providerEventId: providerEventId ?? "", readAt: readAt, tiers: tiers)
+            let claimed = subscription.obfuscatedAccountId.flatMap { idPattern.matches($0) ? $0 : nil }
+            let owner = try bind(
+                token: token, subscription: subscription, event: event, candidate: claimed ?? poster, now: readAt, on: db)
+            if providerEventId == nil {
+                guard let id = try Self.pullEventId(event, on: db) else {
+                    let nothing = EventIngestion.Outcome(duplicate: true, status: nil, eventId: nil, users: [])
+                    return Recorded(ingestion: nothing, owner: owner)
+                }
+                event.providerEventId = id
+            }
+            var stored = payload
+            stored["subscription"] = subscription.payload
+            let candidates = owner.map { [$0] } ?? (claimed ?? poster).map { [$0] } ?? []
+            let outcome = try EventIngestion.record(
+                EventIngestion.Delivery(event: event, payload: .value(.object(stored)), candidates: candidates), now: readAt, on: db)
+            return Recorded(ingestion: outcome, owner: owner)
+        }
+    }
+
+    /// Records what a push says without a state to read (a voided purchase, a test, a kind
+    /// this server does not fold yet) for the token's owner, in its own transaction.
+    func recordNotice(_ event: StoreEvent, payload: JSONObject, now: Timestamp, on db: DatabaseConnection) throws -> EventIngestion.Outcome {
+        try db.transaction(retries: 3, isolation: .readCommitted) { db in
+            var owner: String?
+            if let id = event.subscriptionId {
+                owner = try db.queryOne("SELECT user_id FROM billing_google_purchases WHERE subscription_id = \(id) LOCK IN SHARE MODE")?
+                    .optionalString("user_id")
+            }
+            return try EventIngestion.record(
+                EventIngestion.Delivery(event: event, payload: .value(.object(payload)), candidates: owner.map { [$0] } ?? []),
+                now: now, on: db)
+        }
+    }
+
+    /// The token's owner (`billing_google_purchases.user_id`), read under a shared lock.
+    static func owner(token: String, on db: DatabaseConnection) throws(DatabaseError) -> String? {
+        try db.queryOne(
+            "SELECT user_id FROM billing_google_purchases WHERE subscription_id = \(GooglePlayEvent.subscriptionId(token: token)) LOCK IN SHARE MODE"
+        )?.optionalString("user_id")
+    }
+
+    /// Writes the token's row (its last read state, newest read wins) and decides its owner:
+    /// the bound one, else `candidate` or the replaced token's owner when known — bound now,
+    /// and the token's waiting events attached to him.
+    private func bind(
+        token: String, subscription: GooglePlaySubscription, event: StoreEvent, candidate: String?, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) -> String? {
+        guard let id = event.subscriptionId else { return nil }
+        let row = try db.queryOne("SELECT user_id FROM billing_google_purchases WHERE subscription_id = \(id) FOR UPDATE")
+        var owner = try row?.optionalString("user_id")
+        var bound = false
+        if owner == nil {
+            var wanted = candidate
+            if wanted == nil, let linked = event.replacesSubscriptionId {
+                wanted = try db.queryOne("SELECT user_id FROM billing_google_purchases WHERE subscription_id = \(linked)")?
+                    .optionalString("user_id")
+            }
+            if let wanted, try UserDirectory.knownUsers([wanted], on: db).contains(wanted) {
+                owner = wanted
+                bound = true
+            }
+        }
+        let acknowledged = subscription.acknowledged ? now : nil
+        try db.execute(
+            """
+            INSERT INTO billing_google_purchases (subscription_id, purchase_token, package_name, product_id, user_id,
+              linked_subscription_id, environment, state, expires_at, started_at, acknowledged_at, pulled_at, created_at)
+            VALUES (\(id), \(token), \(api.packageName), \(subscription.lineItems.first?.productId), \(owner),
+              \(event.replacesSubscriptionId), \(event.environment.rawValue), \(subscription.state.rawValue), \(event.expiresAt),
+              \(subscription.startTime), \(acknowledged), \(now), \(now))
+            ON DUPLICATE KEY UPDATE
+              user_id = COALESCE(user_id, VALUES(user_id)),
+              product_id = IF(VALUES(pulled_at) >= pulled_at, COALESCE(VALUES(product_id), product_id), product_id),
+              linked_subscription_id = COALESCE(linked_subscription_id, VALUES(linked_subscription_id)),
+              state = IF(VALUES(pulled_at) >= pulled_at, VALUES(state), state),
+              expires_at = IF(VALUES(pulled_at) >= pulled_at, VALUES(expires_at), expires_at),
+              started_at = COALESCE(started_at, VALUES(started_at)),
+              acknowledged_at = COALESCE(acknowledged_at, VALUES(acknowledged_at)),
+              pulled_at = GREATEST(pulled_at, VALUES(pulled_at))
+            """)
+        if bound, let owner {
+            _ = try UserLock.lock(owner, now: now, on: db)
+            if try EventInbox.attachUnmatched(subscriptionId: id, providers: Self.providers, to: owner, now: now, on: db) {
+                _ = try AccessProjector.refold(userId: owner, now: now, on: db)
+            }
+        }
+        return owner
+    }
+
+    /// The inbox key of a state read without a push: `gpull:<subscription>:<digest>:<predecessor>`,
+    /// where the predecessor is the token's newest Play event up to the read. nil — nothing to
+    /// record — when that newest event is this very state read before: the same state read
+    /// twice is one event, while a state that comes back after another (auto-renew off then
+    /// on again) is news.
+    static func pullEventId(_ event: StoreEvent, on db: DatabaseConnection) throws(DatabaseError) -> String? {
+        guard let subscription = event.subscriptionId else { return nil }
+        let prefix = "gpull:\(subscription.dropFirst(3).prefix(24)):\(GooglePlayEvent.digest(event)):"
+        let newest = try db.queryOne(
+            """
+            SELECT e.id, e.provider_event_id FROM billing_events e
+            WHERE e.subscription_id = \(subscription) AND e.provider = \(EventProvider.googlePlay.rawValue)
+              AND e.intrinsic_at <= \(event.intrinsicAt)
+            ORDER BY e.intrinsic_at DESC, e.id DESC LIMIT 1
+            """)
+        if let newest, try newest.string("provider_event_id").hasPrefix(prefix) { return nil }
+        return prefix + String(try newest?.uint64("id") ?? 0)
+    }
+}

@@ -1,0 +1,375 @@
+"""Google Play through the inbox and fold (SPEC §18): a billing-fcgi of the test's own with
+`google.*` pointed at fake_google.py (a local HTTPS fake of Google's token endpoint, of
+androidpublisher v3 and of the push's OIDC keys, answering their real shapes), taking
+Pub/Sub pushes of Real-Time Developer Notifications and the app's post. What must hold:
+
+- each notification makes the server read the token's state from Play and fold it: purchase,
+  renewal, grace (access), on hold (none), cancel (access to the expiry), expiry, pause;
+  the snapshot says `platform: google_play`;
+- an upgrade through `linkedPurchaseToken` ends the old token's subscription whatever order
+  the two arrive in: never two subscriptions granting, never counted twice;
+- a voided purchase takes the access back, and a later read still showing the voided period
+  does not give it back;
+- a redelivered push (same messageId) is one event and is not read from Play again;
+- a push without a valid OIDC token (none, another audience, another email, an unverified
+  one, another key, an expired one) is refused and stores nothing; nor does one for another
+  package;
+- while Play cannot be read, the push is answered 503 and nothing is downgraded;
+- an unacknowledged purchase is acknowledged at Google exactly once, even under concurrent
+  pushes;
+- the app's post binds the token to the caller and answers his snapshot; another account's
+  purchase is refused;
+- `events.reproject` finds every folded Play user consistent; no purchase token, access token
+  or key is in the worker's log or in an inbox payload."""
+import concurrent.futures
+import os
+import shutil
+import tempfile
+import time
+import unittest
+import uuid
+
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from harness.billing import VAR_DIR, rpc, sql, sql_string, wait_until
+from harness.entitlements import DAY, HOUR, MINUTE, known_user, new_user, now_ms
+from harness.fake_google import FakeGoogle, subscription_v2
+from harness.tokens import token as id_token
+from harness.worker import OwnWorker
+
+PUSH = "/api/v1/billing/webhooks/google"
+POST = "/api/v1/billing/google/purchases"
+ACCESS = "/api/v1/billing/access"
+ACTOR = "e2e-google-push@ops"
+PURCHASED, RENEWED, CANCELED, ON_HOLD, IN_GRACE, RESTARTED, PAUSED, REVOKED, EXPIRED = 4, 2, 3, 5, 6, 7, 10, 12, 13
+
+
+def purchase_token():
+    return "gpt." + uuid.uuid4().hex + "-" + uuid.uuid4().hex + ".AO-J1Oz_" + uuid.uuid4().hex
+
+
+class PlayPushes(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        base = os.path.join(VAR_DIR, "tmp")
+        cls.tmp = tempfile.mkdtemp(prefix="google-push-", dir=base if os.path.isdir(base) else None)
+        cls.fake = FakeGoogle(cls.tmp)
+        cls.worker = OwnWorker(cls.tmp, "google-worker", environment=cls.fake.push_overrides())
+        cls.tokens = []
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.worker.stop()
+            log = cls.worker.log()
+            assert "ya29.fake-" not in log, "no access token is logged"
+            assert cls.fake.private_key_marker not in log, "the service account's key is never logged"
+            for token in cls.tokens:
+                assert token not in log, "no purchase token is logged"
+                stored = sql("SELECT COUNT(*) FROM billing_events WHERE LOCATE(" + sql_string(token) + ", payload) > 0")
+                assert stored == [["0"]], "no purchase token is in an inbox payload"
+        finally:
+            cls.fake.stop()
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        self.fake.down = False
+        self.fake.hang_seconds = 0
+        self.fake.canned.clear()
+
+    # ------------------------------------------------------------------ helpers
+
+    def purchase(self, user, state="SUBSCRIPTION_STATE_ACTIVE", expires=None, product="plus_monthly", base_plan="monthly-eur",
+                 token=None, **extra):
+        token = token or purchase_token()
+        self.tokens.append(token)
+        self.fake.purchases[token] = subscription_v2(product, base_plan, state, expires or now_ms() + 30 * DAY, user=user,
+                                                     **extra)
+        return token
+
+    def set_state(self, token, state, expires=None, **extra):
+        old = self.fake.purchases[token]
+        item = old["lineItems"][0]
+        self.fake.purchases[token] = subscription_v2(
+            item["productId"], item["offerDetails"]["basePlanId"], state, expires or now_ms() + 30 * DAY,
+            user=old.get("externalAccountIdentifiers", {}).get("obfuscatedExternalAccountId"),
+            acknowledged=old["acknowledgementState"] == "ACKNOWLEDGEMENT_STATE_ACKNOWLEDGED", **extra)
+
+    def push(self, token, notification_type, message_id=None, bearer=None, package=None):
+        body = self.fake.push_body({"subscriptionNotification": {"version": "1.0", "notificationType": notification_type,
+                                                                 "purchaseToken": token}},
+                                   message_id=message_id, package=package)
+        return self.worker.request("POST", PUSH, body=body,
+                                   headers={"Authorization": "Bearer " + (bearer or self.fake.push_token())})
+
+    def pushed(self, token, notification_type, **options):
+        status, body = self.push(token, notification_type, **options)
+        self.assertEqual(status, 200, body)
+        return body
+
+    def snapshot(self, user):
+        status, body = self.worker.request("GET", ACCESS, headers={"Authorization": "Bearer " + id_token(user)})
+        self.assertEqual(status, 200, body)
+        return body
+
+    def consistent(self, user):
+        result = rpc("events.reproject", {"userId": user, "actor": ACTOR})["result"]
+        self.assertTrue(result["consistent"], result)
+
+    def reads_of(self, token):
+        return sum(1 for method, path in self.fake.requests if method == "GET" and path.endswith(token))
+
+    def inbox(self, message_id):
+        return sql("SELECT status, kind, event_type, subscription_id FROM billing_events WHERE provider = 'google_play' "
+                   "AND provider_event_id = " + sql_string("gpush:" + message_id))
+
+    # ------------------------------------------------------------------ the lifecycle
+
+    def test_a_purchase_folds_the_state_read_from_play_with_its_platform(self):
+        user = known_user()
+        token = self.purchase(user)
+        message = str(uuid.uuid4().int % 10 ** 16)
+        answer = self.pushed(token, PURCHASED, message_id=message)
+        self.assertEqual(answer["status"], "applied", answer)
+        got = self.snapshot(user)
+        self.assertEqual((got["tier"], got["phase"], got["source"]), ("plus", "active", "store"), got)
+        self.assertEqual(got["store"]["platform"], "google_play")
+        self.assertEqual(got["store"]["productId"], "plus_monthly:monthly-eur")
+        self.assertTrue(got["store"]["willRenew"])
+        rows = self.inbox(message)
+        self.assertEqual(rows[0][:3], ["applied", "subscriber_state", "SUBSCRIPTION_PURCHASED/ACTIVE"], rows)
+        self.assertTrue(rows[0][3].startswith("gp:"), rows)
+        self.consistent(user)
+
+    def test_renewal_grace_on_hold_recovery_cancel_and_expiry_each_as_play_states_them(self):
+        user = known_user()
+        token = self.purchase(user, expires=now_ms() + 2 * DAY)
+        self.pushed(token, PURCHASED)
+        steps = [
+            (RENEWED, "SUBSCRIPTION_STATE_ACTIVE", now_ms() + 32 * DAY, {}, ("plus", "active")),
+            (IN_GRACE, "SUBSCRIPTION_STATE_IN_GRACE_PERIOD", now_ms() + 3 * DAY, {}, ("plus", "grace")),
+            (ON_HOLD, "SUBSCRIPTION_STATE_ON_HOLD", now_ms() - HOUR, {}, ("free", "billingRetry")),
+            (1, "SUBSCRIPTION_STATE_ACTIVE", now_ms() + 30 * DAY, {}, ("plus", "active")),
+            (CANCELED, "SUBSCRIPTION_STATE_CANCELED", now_ms() + 30 * DAY, {"auto_renew": False, "canceled_by": "user"},
+             ("plus", "canceled")),
+            (RESTARTED, "SUBSCRIPTION_STATE_ACTIVE", now_ms() + 30 * DAY, {}, ("plus", "active")),
+            (PAUSED, "SUBSCRIPTION_STATE_PAUSED", now_ms() - MINUTE, {}, ("free", "expired")),
+            (EXPIRED, "SUBSCRIPTION_STATE_EXPIRED", now_ms() - MINUTE, {"auto_renew": False}, ("free", "expired")),
+        ]
+        for notification, state, expires, extra, (tier, phase) in steps:
+            self.set_state(token, state, expires, **extra)
+            self.pushed(token, notification)
+            got = self.snapshot(user)
+            self.assertEqual((got["tier"], got["phase"]), (tier, phase), (state, got))
+            if phase == "grace":
+                self.assertIsNotNone(got["graceExpiresAt"], got)
+            if phase == "canceled":
+                self.assertFalse(got["store"]["willRenew"], got)
+        self.consistent(user)
+
+    def test_a_free_trial_offer_phase_is_a_trial_and_its_conversion_a_paid_period(self):
+        user = known_user()
+        token = self.purchase(user, expires=now_ms() + 3 * DAY, offer_phase="freeTrial", offer_id="trial-3d")
+        self.pushed(token, PURCHASED)
+        got = self.snapshot(user)
+        self.assertEqual((got["tier"], got["phase"]), ("plus", "trial"), got)
+        self.assertIsNotNone(got["trial"], got)
+        self.set_state(token, "SUBSCRIPTION_STATE_ACTIVE", now_ms() + 33 * DAY)
+        self.pushed(token, RENEWED)
+        got = self.snapshot(user)
+        self.assertEqual((got["phase"], got["trial"]), ("active", None), got)
+        self.consistent(user)
+
+    def test_an_upgrade_through_linked_purchase_token_replaces_the_old_one_in_either_order(self):
+        for order in ("old first", "new first"):
+            with self.subTest(order=order):
+                user = known_user()
+                old = self.purchase(user, product="plus_monthly", base_plan="monthly-eur")
+                new = self.purchase(user, product="pro_monthly", base_plan="monthly-eur", linked_token=old)
+                # Play still calls the old one active until its period ends (replacementCancellation).
+                self.set_state(old, "SUBSCRIPTION_STATE_CANCELED", now_ms() + 20 * DAY, auto_renew=False,
+                               canceled_by="replacement")
+                pushes = [(old, CANCELED), (new, PURCHASED)] if order == "old first" else [(new, PURCHASED), (old, CANCELED)]
+                for token, notification in pushes:
+                    self.pushed(token, notification)
+                got = self.snapshot(user)
+                self.assertEqual((got["tier"], got["phase"]), ("pro", "active"), got)
+                self.assertEqual(got["store"]["productId"], "pro_monthly:monthly-eur")
+                granting = [s for s in got["sources"] if s["kind"] == "store"]
+                self.assertEqual(len(granting), 1, got)
+                states = sql("SELECT s.phase FROM billing_subscriptions s WHERE s.user_id = " + sql_string(user)
+                             + " ORDER BY s.phase")
+                self.assertEqual([row[0] for row in states], ["active", "expired"], states)
+                self.consistent(user)
+
+    def test_a_voided_purchase_takes_the_access_back_and_a_stale_read_does_not_return_it(self):
+        user = known_user()
+        token = self.purchase(user)
+        self.pushed(token, PURCHASED)
+        self.assertEqual(self.snapshot(user)["tier"], "plus")
+        body = self.fake.push_body({"voidedPurchaseNotification": {"purchaseToken": token, "orderId": "GPA.3312-4455-6677-88990",
+                                                                   "productType": 1, "refundType": 1}})
+        status, answer = self.worker.request("POST", PUSH, body=body,
+                                             headers={"Authorization": "Bearer " + self.fake.push_token()})
+        self.assertEqual((status, answer["status"]), (200, "applied"), answer)
+        got = self.snapshot(user)
+        self.assertEqual((got["tier"], got["phase"]), ("free", "revoked"), got)
+        # Play has not expired it yet: a read still shows the same period, which stays voided.
+        self.pushed(token, CANCELED)
+        self.assertEqual(self.snapshot(user)["phase"], "revoked")
+        self.consistent(user)
+
+    def test_a_user_not_known_yet_gets_the_purchase_when_he_appears(self):
+        user = new_user()
+        token = self.purchase(user)
+        self.assertEqual(self.pushed(token, PURCHASED)["status"], "unmatched")
+        self.assertEqual(self.snapshot(user)["tier"], "plus", "his first request claimed the waiting state")
+        self.consistent(user)
+
+    def test_a_test_notification_is_stored_and_changes_nothing(self):
+        message = str(uuid.uuid4().int % 10 ** 16)
+        body = self.fake.push_body({"testNotification": {"version": "1.0"}}, message_id=message)
+        status, answer = self.worker.request("POST", PUSH, body=body, headers={"Authorization": "Bearer " + self.fake.push_token()})
+        self.assertEqual((status, answer["status"]), (200, "ignored"), answer)
+        self.assertEqual(self.inbox(message)[0][:2], ["ignored", "test"])
+
+    # ------------------------------------------------------------------ duplicates, refusals, outages
+
+    def test_a_redelivered_push_is_one_event_and_play_is_not_read_again(self):
+        user = known_user()
+        token = self.purchase(user)
+        message = str(uuid.uuid4().int % 10 ** 16)
+        self.assertFalse(self.pushed(token, PURCHASED, message_id=message)["duplicate"])
+        reads = self.reads_of(token)
+        for _ in range(3):
+            self.assertTrue(self.pushed(token, PURCHASED, message_id=message)["duplicate"])
+        self.assertEqual(self.reads_of(token), reads)
+        self.assertEqual(len(self.inbox(message)), 1)
+
+    def test_a_push_without_a_valid_oidc_token_is_refused_and_stores_nothing(self):
+        user = known_user()
+        token = self.purchase(user)
+        stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        cases = {
+            "none": None,
+            "wrong audience": self.fake.push_token(audience="https://elsewhere.example.com/push"),
+            "wrong email": self.fake.push_token(email="someone@evil.iam.gserviceaccount.com"),
+            "unverified email": self.fake.push_token(email_verified=False),
+            "wrong key": self.fake.push_token(key=stranger),
+            "unknown kid": self.fake.push_token(key=stranger, kid="not-a-google-kid"),
+            "expired": self.fake.push_token(ttl=-600),
+            "wrong issuer": self.fake.push_token(issuer="https://evil.example.com"),
+            "HS256": self.fake.push_token(key="a shared secret of thirty-two bytes", algorithm="HS256"),
+        }
+        for name, bearer in cases.items():
+            with self.subTest(name):
+                message = str(uuid.uuid4().int % 10 ** 16)
+                body = self.fake.push_body({"subscriptionNotification": {"version": "1.0", "notificationType": PURCHASED,
+                                                                         "purchaseToken": token}}, message_id=message)
+                headers = {"Authorization": "Bearer " + bearer} if bearer else {}
+                status, answer = self.worker.request("POST", PUSH, body=body, headers=headers)
+                self.assertEqual(status, 401, (name, answer))
+                self.assertEqual(self.inbox(message), [])
+        self.assertEqual(self.reads_of(token), 0, "nothing was read from Play for a refused push")
+        self.assertEqual(self.snapshot(user)["tier"], "free")
+
+    def test_a_push_for_another_package_or_not_a_push_is_refused_and_stores_nothing(self):
+        user = known_user()
+        token = self.purchase(user)
+        message = str(uuid.uuid4().int % 10 ** 16)
+        status, answer = self.push(token, PURCHASED, message_id=message, package="com.example.other")
+        self.assertEqual((status, answer["error"]["code"]), (422, "package_mismatch"), answer)
+        self.assertEqual(self.inbox(message), [])
+        headers = {"Authorization": "Bearer " + self.fake.push_token()}
+        for body in ({}, {"message": {"messageId": "1", "data": "not base64!"}}, {"message": {"data": "e30=", "messageId": 7}},
+                     b"{not json"):
+            status, answer = self.worker.request("POST", PUSH, body=body, headers=headers)
+            self.assertEqual(status, 400, (body, answer))
+
+    def test_while_play_cannot_be_read_the_push_is_503_and_nothing_is_downgraded(self):
+        user = known_user()
+        token = self.purchase(user)
+        self.pushed(token, PURCHASED)
+        self.set_state(token, "SUBSCRIPTION_STATE_EXPIRED", now_ms() - MINUTE)
+        self.fake.down = True
+        message = str(uuid.uuid4().int % 10 ** 16)
+        status, answer = self.push(token, EXPIRED, message_id=message)
+        self.assertEqual((status, answer["error"]["code"]), (503, "provider_unavailable"), answer)
+        self.assertEqual(self.inbox(message), [])
+        self.assertEqual(self.snapshot(user)["tier"], "plus", "nothing downgraded while Play is down")
+        self.fake.down = False
+        self.pushed(token, EXPIRED, message_id=message)   # Pub/Sub's redelivery
+        self.assertEqual(self.snapshot(user)["tier"], "free")
+
+    def test_an_unacknowledged_purchase_is_acknowledged_exactly_once_under_concurrent_pushes(self):
+        user = known_user()
+        token = self.purchase(user, acknowledged=False)
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(lambda _: self.push(token, PURCHASED), range(6)))
+        self.assertEqual([status for status, _ in answers], [200] * 6, answers)
+        self.assertTrue(wait_until(lambda: self.fake.acknowledged.get(token) == 1, 10), self.fake.acknowledged.get(token))
+        time.sleep(0.5)
+        self.assertEqual(self.fake.acknowledged.get(token), 1)
+        row = sql("SELECT acknowledged_at IS NOT NULL, ack_attempts FROM billing_google_purchases WHERE subscription_id = "
+                  "CONCAT('gp:', SHA2(" + sql_string(token) + ", 256))")
+        self.assertEqual(row, [["1", "1"]])
+        self.pushed(token, RENEWED)
+        self.assertEqual(self.fake.acknowledged.get(token), 1, "an acknowledged purchase is not acknowledged again")
+
+    # ------------------------------------------------------------------ the app's post
+
+    def post(self, user, token, product="plus_monthly"):
+        return self.worker.request("POST", POST, body={"productId": product, "purchaseToken": token},
+                                   headers={"Authorization": "Bearer " + id_token(user)})
+
+    def test_the_apps_post_binds_the_token_and_answers_the_snapshot(self):
+        user = new_user()
+        token = self.purchase(None, acknowledged=False)   # no obfuscatedExternalAccountId: the poster owns it
+        status, got = self.post(user, token)
+        self.assertEqual(status, 200, got)
+        self.assertEqual((got["tier"], got["store"]["platform"], got["purchase"]["duplicate"]), ("plus", "google_play", False), got)
+        self.assertTrue(wait_until(lambda: self.fake.acknowledged.get(token) == 1, 10))
+        status, again = self.post(user, token)
+        self.assertEqual((status, again["purchase"]["duplicate"]), (200, True), again)
+        # A push after it folds for the owner the post bound, though Play names nobody.
+        self.set_state(token, "SUBSCRIPTION_STATE_CANCELED", now_ms() + 10 * DAY, auto_renew=False)
+        self.pushed(token, CANCELED)
+        self.assertEqual(self.snapshot(user)["phase"], "canceled")
+        # Another account cannot take it.
+        status, refused = self.post(known_user(), token)
+        self.assertEqual((status, refused["error"]["code"]), (409, "purchase_bound_elsewhere"), refused)
+        self.consistent(user)
+
+    def test_the_apps_post_refuses_another_accounts_purchase_a_wrong_product_and_an_unknown_token(self):
+        owner, caller = known_user(), known_user()
+        token = self.purchase(owner)
+        status, answer = self.post(caller, token)
+        self.assertEqual((status, answer["error"]["code"]), (403, "account_mismatch"), answer)
+        status, answer = self.post(owner, token, product="pro_yearly")
+        self.assertEqual((status, answer["error"]["code"]), (422, "product_mismatch"), answer)
+        status, answer = self.post(owner, purchase_token())
+        self.assertEqual((status, answer["error"]["code"]), (422, "unknown_purchase_token"), answer)
+        status, answer = self.worker.request("POST", POST, body={"productId": "plus_monthly"},
+                                             headers={"Authorization": "Bearer " + id_token(owner)})
+        self.assertEqual(status, 400, answer)
+        status, answer = self.worker.request("POST", POST, body={"productId": "plus_monthly", "purchaseToken": token})
+        self.assertEqual(status, 401, answer)
+        self.fake.down = True
+        status, answer = self.post(owner, token)
+        self.assertEqual((status, answer["error"]["code"]), (503, "provider_unavailable"), answer)
+        self.assertEqual(self.snapshot(owner)["tier"], "free", "nothing was recorded for the refused posts")
+
+    def test_an_erased_user_takes_his_purchase_tokens_with_him(self):
+        user = known_user()
+        token = self.purchase(user)
+        self.pushed(token, PURCHASED)
+        answer = rpc("users.delete", {"userId": user, "actor": ACTOR, "reason": "GDPR Art. 17 request"})["result"]
+        self.assertEqual(answer["removed"].get("billing_google_purchases"), 1, answer)
+        self.assertEqual(sql("SELECT COUNT(*) FROM billing_google_purchases WHERE purchase_token = " + sql_string(token)), [["0"]])
+        # A later push of the token names the erased id: stored linked to nobody, folded for no one.
+        self.assertEqual(self.pushed(token, RENEWED)["status"], "unmatched")
+        self.assertEqual(sql("SELECT COUNT(*) FROM billing_events WHERE user_id = " + sql_string(user)), [["0"]])
+
+
+if __name__ == "__main__":
+    unittest.main()
