@@ -19,6 +19,15 @@ ALTER TABLE billing_quarantine
   ADD CONSTRAINT billing_quarantine_provider_valid
     CHECK (provider IN ('revenuecat', 'revenuecat_pull', 'apple_notification', 'apple_transaction', 'google_play'));
 
+-- The sweeper pulls Play tokens too (provider google, keyed by the gp: subscription id).
+ALTER TABLE billing_reconcile_state
+  MODIFY COLUMN provider VARCHAR(16) NOT NULL DEFAULT 'apple'
+    COMMENT 'Whose API is pulled: apple (subscription_id is an originalTransactionId), revenuecat (the app user id) or google (the Play subscription''s gp: id)',
+  MODIFY COLUMN subscription_id VARCHAR(191) NOT NULL
+    COMMENT 'What is pulled: the App Store originalTransactionId (provider apple), the RevenueCat app user id (provider revenuecat) or the Play subscription gp: id (provider google)',
+  DROP CONSTRAINT billing_reconcile_state_provider_valid,
+  ADD CONSTRAINT billing_reconcile_state_provider_valid CHECK (provider IN ('apple', 'revenuecat', 'google'));
+
 CREATE TABLE billing_google_purchases (
   subscription_id VARCHAR(80) NOT NULL
     COMMENT 'gp: + SHA-256 hex of the purchase token: the subscription_id of its events',

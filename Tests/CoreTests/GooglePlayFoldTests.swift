@@ -34,8 +34,8 @@ import Testing
     /// What each state means at `now`, with its expiry ahead or behind.
     func expected(_ state: GooglePlaySubscription.State, ahead: Bool, autoRenew: Bool) -> (AccessPhase?, Bool) {
         switch state {
-        case .active: return ahead ? (autoRenew ? .active : .canceled, true) : (.expired, false)
-        case .canceled: return ahead ? (.canceled, true) : (.expired, false)
+        case .active: return (autoRenew ? .active : .canceled, ahead)
+        case .canceled: return (.canceled, ahead)
         case .inGracePeriod: return ahead ? (.grace, true) : (.billingRetry, false)
         case .onHold: return (.billingRetry, false)
         case .paused, .expired: return (.expired, false)

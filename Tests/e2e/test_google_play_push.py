@@ -19,6 +19,9 @@ Pub/Sub pushes of Real-Time Developer Notifications and the app's post. What mus
   pushes;
 - the app's post binds the token to the caller and answers his snapshot; another account's
   purchase is refused;
+- billing-rpc's sweeper acknowledges what a failed call left unacknowledged, pulls a Play
+  subscription whose renewal is overdue, and `subscriptions.reconcile` pulls a user's Play
+  purchases; the doctor says when a purchase nears Google's three-day limit;
 - `events.reproject` finds every folded Play user consistent; no purchase token, access token
   or key is in the worker's log or in an inbox payload."""
 import concurrent.futures
@@ -36,6 +39,8 @@ from harness.entitlements import DAY, HOUR, MINUTE, known_user, new_user, now_ms
 from harness.fake_google import FakeGoogle, subscription_v2
 from harness.tokens import token as id_token
 from harness.worker import OwnWorker
+from test_doctor import doctor
+from test_reconcile import ReconcilingDaemon
 
 PUSH = "/api/v1/billing/webhooks/google"
 POST = "/api/v1/billing/google/purchases"
@@ -369,6 +374,63 @@ class PlayPushes(unittest.TestCase):
         # A later push of the token names the erased id: stored linked to nobody, folded for no one.
         self.assertEqual(self.pushed(token, RENEWED)["status"], "unmatched")
         self.assertEqual(sql("SELECT COUNT(*) FROM billing_events WHERE user_id = " + sql_string(user)), [["0"]])
+
+    # ------------------------------------------------------------------ billing-rpc: sweeper, reconcile, doctor
+
+    def row(self, token):
+        return sql("SELECT acknowledged_at IS NOT NULL, ack_attempts, ack_error FROM billing_google_purchases "
+                   "WHERE subscription_id = CONCAT('gp:', SHA2(" + sql_string(token) + ", 256))")
+
+    def test_the_sweeper_acknowledges_what_a_failed_call_left_and_the_doctor_warns_before_the_limit(self):
+        user = known_user()
+        token = self.purchase(user, acknowledged=False, start_ms=now_ms() - 60 * HOUR, expires=now_ms() + 20 * DAY)
+        for _ in range(2):   # the client's two attempts
+            self.fake.fail_next(500, {"error": {"code": 500, "message": "Internal error", "status": "INTERNAL"}}, method="POST")
+        self.pushed(token, PURCHASED)
+        self.assertEqual(self.row(token), [["0", "1", "500"]])
+        self.assertEqual(self.fake.acknowledged.get(token), None)
+        self.assertTrue(wait_until(lambda: self.worker.samples().get("billing_google_acknowledgements_total{outcome=failed}", 0) >= 1, 10),
+                        self.worker.samples())
+        status, checks, _ = doctor(env=self.fake.push_overrides())
+        check = checks["play acknowledgements"]
+        self.assertFalse(check["ok"], check)
+        self.assertIn("three-day limit in 11 h", check["detail"])
+        sweeper = ReconcilingDaemon(self.fake, self.tmp, "google-sweeper-rpc", sweep_every=1)
+        try:
+            self.assertTrue(wait_until(lambda: self.fake.acknowledged.get(token) == 1, 30), self.row(token))
+            self.assertTrue(wait_until(lambda: self.row(token)[0][0] == "1", 10), self.row(token))
+        finally:
+            log = sweeper.stopped_log()
+        self.assertNotIn(token, log)
+        self.assertEqual(self.fake.acknowledged.get(token), 1)
+        status, checks, _ = doctor(env=self.fake.push_overrides())
+        self.assertTrue(checks["play acknowledgements"]["ok"], checks["play acknowledgements"])
+
+    def test_the_sweeper_pulls_an_overdue_renewal_and_reconcile_pulls_a_users_play_purchases(self):
+        user = known_user()
+        token = self.purchase(user, expires=now_ms() - 2 * HOUR, start_ms=now_ms() - 30 * DAY)
+        self.pushed(token, RENEWED)
+        self.assertEqual(self.snapshot(user)["tier"], "free", "its period ended and no renewal came")
+        # Play renewed it; the notification was lost.
+        self.set_state(token, "SUBSCRIPTION_STATE_ACTIVE", now_ms() + 28 * DAY)
+        sweeper = ReconcilingDaemon(self.fake, self.tmp, "google-renewal-rpc", sweep_every=1)
+        try:
+            self.assertTrue(wait_until(lambda: self.snapshot(user)["tier"] == "plus", 30), "the sweeper pulled the overdue renewal")
+            # Canceled at Play, nothing pushed: an operator's reconcile finds it.
+            self.set_state(token, "SUBSCRIPTION_STATE_CANCELED", now_ms() + 28 * DAY, auto_renew=False)
+            answer = sweeper.call("subscriptions.reconcile", {"userId": user, "actor": ACTOR})["result"]
+            play = answer["providers"]["google"]["subscriptions"]
+            self.assertEqual([(p["outcome"], p["state"]) for p in play], [("corrected", "SUBSCRIPTION_STATE_CANCELED")], answer)
+            self.assertTrue(answer["changed"])
+            again = sweeper.call("subscriptions.reconcile", {"userId": user, "actor": ACTOR})["result"]
+            self.assertEqual(again["providers"]["google"]["subscriptions"][0]["outcome"], "unchanged", again)
+            self.assertEqual(again["providers"]["google"]["subscriptions"][0]["eventsAdded"], 0, "the same state read twice is one event")
+            status = sweeper.call("subscriptions.reconcileStatus")["result"]
+            self.assertTrue(status["providers"]["google"], status)
+        finally:
+            sweeper.stopped_log()
+        self.assertEqual(self.snapshot(user)["phase"], "canceled")
+        self.consistent(user)
 
 
 if __name__ == "__main__":

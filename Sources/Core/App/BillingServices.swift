@@ -72,7 +72,9 @@ final class BillingServices: Sendable {
         self.offerSigner = try AppleOfferSigner.load(configuration.apple)
         self.googlePlay = try GooglePlayAPI.load(configuration.google, clock: clock)
         self.googlePush = try GooglePushVerifier.load(configuration.google, logger: logger, clock: clock)
-        self.reconcile = try ReconcileService.load(configuration, verifier: appleVerifier, idPattern: pattern, logger: logger, clock: clock)
+        self.reconcile = try ReconcileService.load(
+            configuration, verifier: appleVerifier, idPattern: pattern, googlePlay: googlePlay, metrics: metrics, logger: logger,
+            clock: clock)
         let auth = configuration.auth
         if auth.hasKeys {
             guard let issuer = auth.issuer, let audience = auth.audience else {

@@ -16,7 +16,8 @@ enum GooglePlayEvent {
             ?? (item.basePlanId == nil ? nil : tiers.tier(entitlementIds: [], productId: item.productId))
     }
 
-    /// The state as a `subscriber_state` event read at `readAt`. `cause` names what made the
+    /// The state as an event read at `readAt` (`subscriber_state`; `expiration` for EXPIRED
+    /// and PAUSED). `cause` names what made the
     /// server read it (the push's notification type, `POSTED` for the app's post, `PULL`);
     /// `rawType` is `cause/STATE` (`SUBSCRIPTION_RENEWED/ACTIVE`).
     ///
@@ -24,9 +25,10 @@ enum GooglePlayEvent {
     ///   item of a multi-line purchase); a free-trial offer phase is a trial, an introductory
     ///   price an intro period.
     /// - IN_GRACE_PERIOD and ON_HOLD are a failed payment being retried, with grace until the
-    ///   expiry (Play extends it to the grace's end) or without access; ON_HOLD, PAUSED and EXPIRED end
-    ///   at the read at the latest; ACTIVE and CANCELED give access until the expiry (the fold
-    ///   judges it); PENDING and PENDING_PURCHASE_CANCELED were never paid: not folded.
+    ///   expiry (Play extends it to the grace's end) or without access; ON_HOLD, PAUSED and
+    ///   EXPIRED end the access at the read at the latest; ACTIVE and CANCELED give access
+    ///   until the expiry (judged when read: an ACTIVE one past it is a renewal overdue, which
+    ///   the sweeper pulls); PENDING and PENDING_PURCHASE_CANCELED were never paid: not folded.
     static func state(
         _ subscription: GooglePlaySubscription, token: String, cause: String, providerEventId: String,
         readAt: Timestamp, tiers: TierResolver
@@ -47,9 +49,12 @@ enum GooglePlayEvent {
         // A purchase still pending payment (or one canceled before it was paid) was never a
         // subscription: stored, never folded (`unknown` is not applied for Play).
         let paid = ![.pending, .pendingPurchaseCanceled, .unspecified].contains(subscription.state)
+        // EXPIRED (and PAUSED: no access until it resumes) is an expiration: the fold ends the
+        // subscription there; any other paid state states the subscription as it stands.
+        let kind: EventKind = !paid ? .unknown : [.expired, .paused].contains(subscription.state) ? .expiration : .subscriberState
         return StoreEvent(
             provider: .googlePlay, providerEventId: providerEventId,
-            rawType: String((cause + "/" + subscription.state.shortName).prefix(64)), kind: paid ? .subscriberState : .unknown,
+            rawType: String((cause + "/" + subscription.state.shortName).prefix(64)), kind: kind,
             intrinsicAt: readAt,
             subscriptionId: subscriptionId(token: token), productId: item?.catalogProductId,
             tier: item.flatMap { tier(of: $0, tiers: tiers) }, periodType: periodType, isTrial: item?.isFreeTrial ?? false,

@@ -88,25 +88,66 @@ struct GooglePlayIngestion: Sendable {
         poster: String?, readAt: Timestamp, payload: JSONObject = [:], on db: DatabaseConnection
     ) throws -> Recorded {
         try db.transaction(retries: 3, isolation: .readCommitted) { db -> Recorded in
-            var event = GooglePlayEvent.state(
-                subscription, token: token, cause: cause, providerEventId: providerEventId ?? "", readAt: readAt, tiers: tiers)
-            let claimed = subscription.obfuscatedAccountId.flatMap { idPattern.matches($0) ? $0 : nil }
-            let owner = try bind(
-                token: token, subscription: subscription, event: event, candidate: claimed ?? poster, now: readAt, on: db)
-            if providerEventId == nil {
-                guard let id = try Self.pullEventId(event, on: db) else {
-                    let nothing = EventIngestion.Outcome(duplicate: true, status: nil, eventId: nil, users: [])
-                    return Recorded(ingestion: nothing, owner: owner)
-                }
-                event.providerEventId = id
-            }
-            var stored = payload
-            stored["subscription"] = subscription.payload
-            let candidates = owner.map { [$0] } ?? (claimed ?? poster).map { [$0] } ?? []
-            let outcome = try EventIngestion.record(
-                EventIngestion.Delivery(event: event, payload: .value(.object(stored)), candidates: candidates), now: readAt, on: db)
-            return Recorded(ingestion: outcome, owner: owner)
+            try recordInTransaction(
+                subscription, token: token, cause: cause, providerEventId: providerEventId, poster: poster, readAt: readAt,
+                payload: payload, on: db)
         }
+    }
+
+    /// `record` inside the caller's open transaction (read committed): a pull of the sweeper
+    /// or of `subscriptions.reconcile`, committed with its schedule and audit rows.
+    func recordInTransaction(
+        _ subscription: GooglePlaySubscription, token: String, cause: String, providerEventId: String?,
+        poster: String?, readAt: Timestamp, payload: JSONObject = [:], on db: DatabaseConnection
+    ) throws(DatabaseError) -> Recorded {
+        var event = GooglePlayEvent.state(
+            subscription, token: token, cause: cause, providerEventId: providerEventId ?? "", readAt: readAt, tiers: tiers)
+        let claimed = subscription.obfuscatedAccountId.flatMap { idPattern.matches($0) ? $0 : nil }
+        let owner = try bind(
+            token: token, subscription: subscription, event: event, candidate: claimed ?? poster, now: readAt, on: db)
+        if providerEventId == nil {
+            guard let id = try Self.pullEventId(event, on: db) else {
+                let nothing = EventIngestion.Outcome(duplicate: true, status: nil, eventId: nil, users: [])
+                return Recorded(ingestion: nothing, owner: owner)
+            }
+            event.providerEventId = id
+        }
+        var stored = payload
+        stored["subscription"] = subscription.payload
+        let candidates = owner.map { [$0] } ?? (claimed ?? poster).map { [$0] } ?? []
+        let outcome = try EventIngestion.record(
+            EventIngestion.Delivery(event: event, payload: .value(.object(stored)), candidates: candidates), now: readAt, on: db)
+        return Recorded(ingestion: outcome, owner: owner)
+    }
+
+    /// The purchase token of a Play subscription id the server knows.
+    static func token(of subscriptionId: String, on db: DatabaseConnection) throws(DatabaseError) -> String? {
+        try db.queryOne("SELECT purchase_token FROM billing_google_purchases WHERE subscription_id = \(subscriptionId)")?
+            .string("purchase_token")
+    }
+
+    /// Google refunds a purchase not acknowledged within three days of its `startTime`.
+    static let acknowledgementWindowMilliseconds: Int64 = 3 * 86_400_000
+
+    /// States Google counts as paid (`isAcknowledgeable`), as SQL.
+    static let acknowledgeableStates: [SQLValue] = GooglePlaySubscription.State.allCases.filter(\.isAcknowledgeable)
+        .map { .string($0.rawValue) }
+
+    /// Paid purchases not acknowledged yet whose three days are not over (a day beyond, in
+    /// case Google was late too), not claimed by a live acknowledgement and not pulled within
+    /// the sweeper's interval, the nearest to the limit first: what the sweeper acknowledges.
+    static func unacknowledged(now: Timestamp, limit: Int, on db: DatabaseConnection) throws(DatabaseError) -> [String] {
+        try db.query(
+            """
+            SELECT g.subscription_id FROM billing_google_purchases g
+            LEFT JOIN billing_reconcile_state r ON r.provider = 'google' AND r.subscription_id = g.subscription_id
+            WHERE g.acknowledged_at IS NULL AND g.state IN (\(list: acknowledgeableStates))
+              AND g.started_at > \(now.adding(milliseconds: -acknowledgementWindowMilliseconds - 86_400_000))
+              AND (g.ack_claimed_at IS NULL OR g.ack_claimed_at < \(now.adding(milliseconds: -60_000)))
+              AND (r.next_attempt_at IS NULL OR r.next_attempt_at <= \(now))
+            ORDER BY g.started_at LIMIT \(limit)
+            """
+        ).map { (row) throws(DatabaseError) -> String in try row.string("subscription_id") }
     }
 
     /// Records what a push says without a state to read (a voided purchase, a test, a kind

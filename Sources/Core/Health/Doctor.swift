@@ -52,6 +52,7 @@ struct Doctor {
             checks.append(clock(db))
             checks.append(diskSpace(db))
             checks.append(webhookEndpoints(configuration.webhooks, db))
+            if configuration.google.isAPIConfigured { checks.append(playAcknowledgements(db)) }
         }
         checks.append(workers(configuration))
         if let url { checks.append(throughNginx(url)) }
@@ -322,6 +323,34 @@ struct Doctor {
             return Check(name: name, ok: false, detail: problems.joined(separator: "; "), fix: fixes.joined(separator: "; "))
         }
         return Check(name: name, ok: true, detail: parts.joined(separator: "; "), fix: nil)
+    }
+
+    /// Google refunds a Play purchase left unacknowledged three days after it started: none
+    /// may be within a day of that limit (the sweeper acknowledges them, retrying every
+    /// `reconcile.intervalSeconds`). Read from the database gauges `/metrics` serves.
+    func playAcknowledgements(_ db: DatabaseConnection) -> Check {
+        let name = "play acknowledgements"
+        let samples = DatabaseGauges.samples(db, now: now)
+        guard let waiting = samples.first(where: { $0.name == "billing_google_unacknowledged" }).map({ Int64($0.value) }),
+            let deadline = samples.first(where: { $0.name == "billing_google_acknowledgement_deadline_seconds" }).map({ Int64($0.value) })
+        else {
+            return Check(name: name, ok: false, detail: "cannot read billing_google_purchases", fix: nil)
+        }
+        guard waiting > 0 else { return Check(name: name, ok: true, detail: "every paid Play purchase is acknowledged", fix: nil) }
+        let hours = deadline / 3600
+        guard deadline < 86_400 else {
+            return Check(
+                name: name, ok: true, detail: "\(waiting) to acknowledge; the nearest reaches Google's three-day limit in \(hours) h",
+                fix: nil)
+        }
+        return Check(
+            name: name, ok: false,
+            detail: deadline > 0
+                ? "\(waiting) unacknowledged; one reaches Google's three-day limit in \(hours) h (Google then refunds it)"
+                : "\(waiting) unacknowledged; one passed Google's three-day limit (Google refunds it)",
+            fix:
+                "is billing-rpc's sweeper running (reconcile.sweepEverySeconds)? billing_google_purchases.ack_error says why; "
+                + "billing-admin google.purchases.acknowledge acknowledges one by hand")
     }
 
     /// Live changes: nchan answers on `live.publisherSocket` (or live changes are off).

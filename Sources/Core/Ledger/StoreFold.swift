@@ -307,7 +307,8 @@ enum StoreFold {
     /// A Play subscription's whole state as the Play Developer API read it
     /// (`GooglePlayEvent`): product, expiry, auto-renew, a free trial, and a failed payment
     /// as billing retry with grace (IN_GRACE_PERIOD: `graceExpiresAt`) or without
-    /// (ON_HOLD). Play states no period start, so each statement simply replaces the last
+    /// (ON_HOLD); EXPIRED and PAUSED arrive as `expiration` events. Play states no period
+    /// start, so each statement simply replaces the last
     /// (they are ordered by when they were read). A voided purchase stands against a later
     /// read that still shows the voided period (Play may take a moment to expire it); a
     /// later expiry (a new paid period) ends it.
@@ -336,12 +337,11 @@ enum StoreFold {
                 s.phase = .billingRetry
                 s.graceExpiresAt = nil
             }
-        } else if let expires = s.expiresAt, expires > at {
+        } else {
+            // Access until the expiry, judged when read: an ACTIVE state past it is a renewal
+            // not seen yet (the sweeper's `renewal_overdue`); EXPIRED arrives as an expiration.
             s.graceExpiresAt = nil
             s.phase = s.willRenew ? (s.inTrialPeriod ? .trial : .active) : .canceled
-        } else {
-            s.phase = .expired
-            s.graceExpiresAt = nil
         }
     }
 

@@ -11,6 +11,9 @@
 ///   `billing_webhook_failed{endpoint}`, `billing_webhook_attempts{endpoint}`: per endpoint
 ///   with deliveries not delivered, how long its oldest pending delivery has waited, how
 ///   many are being retried, how many failed for good, and the attempts spent on them;
+/// - `billing_google_unacknowledged`, `billing_google_acknowledgement_deadline_seconds`: paid
+///   Play purchases still to acknowledge, and how long until the earliest reaches Google's
+///   three-day limit (after which Google refunds it);
 /// - `billing_outbox_queued_seconds`: how long the oldest outbox row not fanned out has
 ///   waited (0 when none): no billing-rpc with endpoints is running, or it fell behind;
 /// - `billing_database_gauges_up`: 1 when the queries answered (0: the gauges above are absent).
@@ -34,6 +37,12 @@ enum DatabaseGauges {
         .init(
             name: "billing_webhook_attempts", type: "gauge",
             help: "Attempts made for the endpoint's deliveries not delivered yet (pending or failed)."),
+        .init(
+            name: "billing_google_unacknowledged", type: "gauge",
+            help: "Paid Google Play purchases not acknowledged yet (Google refunds them three days after their start)."),
+        .init(
+            name: "billing_google_acknowledgement_deadline_seconds", type: "gauge",
+            help: "Seconds until the earliest unacknowledged Play purchase reaches Google's three-day limit (negative: passed; 0: none waiting)."),
         .init(
             name: "billing_outbox_queued_seconds", type: "gauge",
             help: "How long the oldest outbox row not yet fanned out to the webhook endpoints has waited (0: none)."),
@@ -59,7 +68,7 @@ enum DatabaseGauges {
             {
                 due[try row.string("provider")] = try row.optionalTimestamp("due")
             }
-            for provider in ["apple", "revenuecat"] {
+            for provider in ["apple", "revenuecat", "google"] {
                 samples.append(
                     MetricSample(
                         "billing_reconcile_lag_seconds", ["provider": provider],
@@ -81,6 +90,21 @@ enum DatabaseGauges {
                 samples.append(MetricSample("billing_webhook_failed", ["endpoint": endpoint], Double(try row.optionalInt64("failed") ?? 0)))
                 samples.append(MetricSample("billing_webhook_attempts", ["endpoint": endpoint], Double(try row.optionalInt64("attempts") ?? 0)))
             }
+            // Paid states (GooglePlaySubscription.State.isAcknowledgeable), within the three days
+            // and one more (GooglePlayIngestion.unacknowledged: what the sweeper still tries).
+            let play = try db.queryOne(
+                """
+                SELECT COUNT(*) AS waiting, MIN(started_at) AS oldest FROM billing_google_purchases
+                WHERE acknowledged_at IS NULL AND started_at > \(now.adding(milliseconds: -4 * 86_400_000))
+                  AND state IN ('SUBSCRIPTION_STATE_ACTIVE', 'SUBSCRIPTION_STATE_IN_GRACE_PERIOD', 'SUBSCRIPTION_STATE_CANCELED',
+                                'SUBSCRIPTION_STATE_ON_HOLD', 'SUBSCRIPTION_STATE_PAUSED')
+                """)
+            samples.append(MetricSample("billing_google_unacknowledged", [:], Double(try play?.int64("waiting") ?? 0)))
+            let limit = try play?.optionalTimestamp("oldest")?.adding(milliseconds: 3 * 86_400_000)
+            samples.append(
+                MetricSample(
+                    "billing_google_acknowledgement_deadline_seconds", [:],
+                    limit.map { Double($0.millisecondsSinceEpoch - now.millisecondsSinceEpoch) / 1000 } ?? 0))
             let queued = try db.queryOne("SELECT created_at FROM billing_outbox WHERE fanned_out_at IS NULL ORDER BY id LIMIT 1")
             samples.append(
                 MetricSample(

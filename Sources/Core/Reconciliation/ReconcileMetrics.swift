@@ -2,7 +2,7 @@ import Synchronization
 
 /// The counters of reconciliation in billing-rpc (SPEC §11, §15): pulls by outcome,
 /// subscriptions corrected, API errors by status — over both providers, and per provider
-/// (`provider` apple or revenuecat) — and the sweep lag (how long the most overdue
+/// (`provider` apple, revenuecat or google) — and the sweep lag (how long the most overdue
 /// subscription of the last sweep had been waiting). `subscriptions.reconcileStatus`
 /// reports them, with the Prometheus names below.
 final class ReconcileMetrics: Sendable {
@@ -69,14 +69,16 @@ final class ReconcileMetrics: Sendable {
     static let families: [MetricsExposition.Family] = [
         .init(
             name: "billing_reconcile_pulls_total", type: "counter",
-            help: "Pulls from the App Store Server API and RevenueCat's REST API by outcome (unchanged, corrected, failed, rate_limited)."),
+            help:
+                "Pulls from the App Store Server API, RevenueCat's REST API and the Play Developer API by outcome (unchanged, corrected, failed, rate_limited)."
+        ),
         .init(name: "billing_reconcile_corrected_total", type: "counter", help: "Pulls that changed a subscription's folded state."),
         .init(
             name: "billing_reconcile_api_errors_total", type: "counter",
             help: "Failed pulls by HTTP status, or timeout, transport, verification, malformed."),
         .init(
             name: "billing_reconcile_provider_pulls_total", type: "counter",
-            help: "Pulls by provider (apple: App Store Server API, revenuecat: RevenueCat REST API) and outcome."),
+            help: "Pulls by provider (apple: App Store Server API, revenuecat: RevenueCat REST API, google: Play Developer API) and outcome."),
         .init(
             name: "billing_reconcile_provider_api_errors_total", type: "counter",
             help: "Failed pulls by provider and HTTP status, or timeout, transport, verification, malformed."),

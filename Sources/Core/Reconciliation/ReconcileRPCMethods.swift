@@ -5,7 +5,7 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
         register(
             "subscriptions.reconcile",
             summary:
-                "Pull from the stores now and fold what they say: a user's App Store subscriptions and his RevenueCat subscriber (every provider configured), or one App Store subscription; audited; answers what changed per subscription and per provider",
+                "Pull from the stores now and fold what they say: a user's App Store subscriptions, his RevenueCat subscriber and his Google Play purchases (every provider configured), or one App Store subscription; audited; answers what changed per subscription and per provider",
             params: "{userId | originalTransactionId (string, or the digits as a number), actor}"
         ) { request, context in
             let p = request.params
@@ -41,27 +41,33 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
             // RevenueCat is asked about the user whenever its API is configured: a subscriber
             // whose every webhook was lost has nothing here to say he has one.
             let pullsRevenueCat = userId != nil && service.revenuecat != nil
-            guard !targets.isEmpty || pullsRevenueCat else {
+            let playTargets = service.google == nil ? [] : try userId.map { user in try ReconcileTargets.play(userId: user, on: db) } ?? []
+            guard !targets.isEmpty || pullsRevenueCat || !playTargets.isEmpty else {
                 throw BillingError.notFound(
                     "App Store subscription",
                     userId.map { ["userId": .string($0)] }
                         ?? ["originalTransactionId": .string(originalTransactionId ?? "")])
             }
-            var results: [JSON] = []
-            var changed = false
-            for target in targets {
-                let result = try service.pull(subscriptionId: target, audit: (actor, "subscriptions.reconcile"), on: db)
-                changed = changed || result.changed
-                results.append(result.json)
+            // Each target pulled, audited; whether any changed, and what each said.
+            func pullAll(_ targets: [String], _ pull: (String) throws -> ReconcileService.PullResult) throws -> (Bool, [JSON]) {
+                let results = try targets.map(pull)
+                return (results.contains(where: \.changed), results.map(\.json))
             }
+            let audit = (actor: actor, action: "subscriptions.reconcile")
+            var (changed, results) = try pullAll(targets) { try service.pull(subscriptionId: $0, audit: audit, on: db) }
             var answer: JSONObject = ["subscriptions": .array(results)]
             var providers: JSONObject = [:]
             if service.reconciler != nil { providers["apple"] = ["changed": .bool(changed), "subscriptions": .array(results)] }
             if pullsRevenueCat, let userId {
-                let result = try service.pullRevenueCat(userId: userId, audit: (actor, "subscriptions.reconcile"), on: db)
+                let result = try service.pullRevenueCat(userId: userId, audit: audit, on: db)
                 changed = changed || result.changed
                 answer["revenuecat"] = result.json
                 providers["revenuecat"] = result.json
+            }
+            if service.google != nil, userId != nil {
+                let (playChanged, plays) = try pullAll(playTargets) { try service.pullGoogle(subscriptionId: $0, audit: audit, on: db) }
+                changed = changed || playChanged
+                providers["google"] = ["changed": .bool(playChanged), "subscriptions": .array(plays)]
             }
             answer["changed"] = .bool(changed)
             answer["providers"] = .object(providers)
@@ -92,10 +98,15 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
                 ]
             }
             return [
-                "configured": true, "providers": ["apple": .bool(service.reconciler != nil), "revenuecat": .bool(service.revenuecat != nil)],
+                "configured": true,
+                "providers": [
+                    "apple": .bool(service.reconciler != nil), "revenuecat": .bool(service.revenuecat != nil), "google": .bool(service.google != nil),
+                ],
                 "metrics": service.metrics.json, "prometheus": .string(service.metrics.prometheus),
                 "schedule": try schedule(nil),
-                "scheduleByProvider": ["apple": try schedule(.apple), "revenuecat": try schedule(.revenuecat)],
+                "scheduleByProvider": [
+                    "apple": try schedule(.apple), "revenuecat": try schedule(.revenuecat), "google": try schedule(.google),
+                ],
             ]
         }
     }
@@ -120,5 +131,12 @@ enum ReconcileTargets {
                 """)
         }
         return try rows.map { (row) throws(DatabaseError) -> String in try row.string("original_transaction_id") }
+    }
+
+    /// The Play purchases the user owns (at most 100), by subscription id.
+    static func play(userId: String, on db: DatabaseConnection) throws(DatabaseError) -> [String] {
+        try db.query(
+            "SELECT subscription_id FROM billing_google_purchases WHERE user_id = \(userId) ORDER BY subscription_id LIMIT 100"
+        ).map { (row) throws(DatabaseError) -> String in try row.string("subscription_id") }
     }
 }

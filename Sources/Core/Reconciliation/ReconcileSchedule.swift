@@ -1,7 +1,8 @@
 /// Whose API a pull asks, and so what its schedule row is keyed by: an App Store
-/// subscription (its originalTransactionId) or a RevenueCat subscriber (the app user id).
+/// subscription (its originalTransactionId), a RevenueCat subscriber (the app user id) or a
+/// Google Play purchase token (its `gp:` subscription id).
 enum ReconcileProvider: String, Sendable, CaseIterable {
-    case apple, revenuecat
+    case apple, revenuecat, google
 }
 
 /// Which App Store subscriptions and RevenueCat subscribers the sweeper pulls, and when each
@@ -49,8 +50,9 @@ struct ReconcileSchedule: Sendable, Equatable {
         /// nil: never pulled.
         var nextAttemptAt: Timestamp?
 
-        /// What a pull of it asks for: the App Store subscription, or the RevenueCat subscriber.
-        var target: String { provider == .apple ? subscriptionId : userId }
+        /// What a pull of it asks for: the App Store subscription or Play token, or the
+        /// RevenueCat subscriber.
+        var target: String { provider == .revenuecat ? userId : subscriptionId }
     }
 
     /// The rule, case by case; nil when the subscription is not due (not one of the cases,
@@ -103,6 +105,13 @@ struct ReconcileSchedule: Sendable, Equatable {
                 FROM billing_subscriptions s
                 LEFT JOIN billing_reconcile_state r ON r.provider = 'revenuecat' AND r.subscription_id = s.user_id
                 WHERE s.provider IN (\(EventProvider.revenuecat.rawValue), \(EventProvider.revenuecatPull.rawValue))
+                """
+        case .google:
+            source = """
+                FROM billing_subscriptions s
+                JOIN billing_google_purchases g ON g.subscription_id = s.subscription_id AND g.user_id = s.user_id
+                LEFT JOIN billing_reconcile_state r ON r.provider = 'google' AND r.subscription_id = s.subscription_id
+                WHERE s.provider = \(EventProvider.googlePlay.rawValue)
                 """
         }
         let rows = try db.query(

@@ -7,6 +7,9 @@ struct ReconcileService: Sendable {
     let reconciler: Reconciler?
     /// nil when RevenueCat's REST API is not configured (`revenuecat.apiKey`).
     let revenuecat: RevenueCatReconciler?
+    /// nil when the Play Developer API is not configured (`google.packageName`,
+    /// `google.serviceAccountFile`).
+    let google: GooglePlayIngestion?
     let schedule: ReconcileSchedule
     let metrics: ReconcileMetrics
     /// Set by a 429 the sweeper could not wait out within the call, per provider (the
@@ -18,21 +21,23 @@ struct ReconcileService: Sendable {
     var maxBatchesPerSweep = 10
 
     init(
-        reconciler: Reconciler?, revenuecat: RevenueCatReconciler? = nil, schedule: ReconcileSchedule, metrics: ReconcileMetrics,
-        logger: Logger, clock: any BillingClock
+        reconciler: Reconciler?, revenuecat: RevenueCatReconciler? = nil, google: GooglePlayIngestion? = nil,
+        schedule: ReconcileSchedule, metrics: ReconcileMetrics, logger: Logger, clock: any BillingClock
     ) {
         self.reconciler = reconciler
         self.revenuecat = revenuecat
+        self.google = google
         self.schedule = schedule
         self.metrics = metrics
         self.logger = logger
         self.clock = clock
     }
 
-    /// nil when neither `apple.serverApi` (with App Store verification) nor
-    /// `revenuecat.apiKey` is configured.
+    /// nil when none of `apple.serverApi` (with App Store verification), `revenuecat.apiKey`
+    /// and the Play Developer API (`googlePlay`) is configured.
     static func load(
         _ configuration: BillingConfiguration, verifier: AppleSignedDataVerifier?, idPattern: UserIdPattern,
+        googlePlay: GooglePlayAPI? = nil, metrics billingMetrics: BillingMetrics = BillingMetrics(),
         logger: Logger, clock: any BillingClock
     ) throws(ConfigurationError) -> ReconcileService? {
         var reconciler: Reconciler?
@@ -47,9 +52,12 @@ struct ReconcileService: Sendable {
         let revenuecat = try RevenueCatAPI.load(configuration.revenuecat).map {
             RevenueCatReconciler(api: $0, tiers: TierResolver(configuration), catalog: configuration.products)
         }
-        guard reconciler != nil || revenuecat != nil else { return nil }
+        let google = googlePlay.map {
+            GooglePlayIngestion(api: $0, tiers: TierResolver(configuration), idPattern: idPattern, metrics: billingMetrics)
+        }
+        guard reconciler != nil || revenuecat != nil || google != nil else { return nil }
         return ReconcileService(
-            reconciler: reconciler, revenuecat: revenuecat, schedule: ReconcileSchedule(configuration.reconcile),
+            reconciler: reconciler, revenuecat: revenuecat, google: google, schedule: ReconcileSchedule(configuration.reconcile),
             metrics: ReconcileMetrics(), logger: logger, clock: clock)
     }
 
@@ -64,10 +72,12 @@ struct ReconcileService: Sendable {
         var json: JSON
 
         static func failed(_ provider: ReconcileProvider, target: String, _ error: ProviderAPIError) -> PullResult {
-            var json: JSONObject =
-                provider == .apple
-                ? ["originalTransactionId": .string(target)]
-                : ["provider": "revenuecat", "userId": .string(target)]
+            var json: JSONObject
+            switch provider {
+            case .apple: json = ["originalTransactionId": .string(target)]
+            case .revenuecat: json = ["provider": "revenuecat", "userId": .string(target)]
+            case .google: json = ["provider": "google", "subscriptionId": .string(target)]
+            }
             json["outcome"] = .string(error.kind == .rateLimited ? "rate_limited" : "failed")
             json["changed"] = false
             json["error"] = [
@@ -108,6 +118,55 @@ struct ReconcileService: Sendable {
                 let recorded = try reconciler.record(pulled, subscriptionId: subscriptionId, now: now, on: db)
                 return (.recorded(recorded), recorded.userId, pulled.environment)
             })
+    }
+
+    /// Pulls one Play purchase token the server knows (by its `gp:` subscription id) now,
+    /// records its state and acknowledges it if it is not yet (`pull(_:target:...)`).
+    func pullGoogle(
+        subscriptionId: String, audit: (actor: String, action: String)? = nil,
+        on db: DatabaseConnection
+    ) throws -> PullResult {
+        guard let google else {
+            throw BillingError(
+                .conflict, "the Play Developer API is not configured (google.packageName, google.serviceAccountFile)",
+                data: ["reason": "not_configured"])
+        }
+        guard let token = try db.transaction({ db in try GooglePlayIngestion.token(of: subscriptionId, on: db) }) else {
+            throw BillingError.notFound("Google Play purchase", ["subscriptionId": .string(subscriptionId)])
+        }
+        var read: GooglePlaySubscription?
+        let result = try pull(
+            .google, target: subscriptionId, audit: audit, on: db,
+            owner: { db throws(DatabaseError) in try GooglePlayIngestion.owner(token: token, on: db) },
+            fetch: { () throws(ProviderAPIError) in try google.read(token: token) },
+            record: { subscription, now, db in
+                read = subscription
+                let before = try Self.subscription(subscriptionId, on: db)
+                let recorded = try google.recordInTransaction(
+                    subscription, token: token, cause: "PULL", providerEventId: nil, poster: nil, readAt: now, on: db)
+                let after = try Self.subscription(subscriptionId, on: db)
+                let changed = Reconciler.essence(before) != Reconciler.essence(after)
+                let json: JSON = [
+                    "provider": "google", "subscriptionId": .string(subscriptionId), "outcome": .string(changed ? "corrected" : "unchanged"),
+                    "changed": .bool(changed), "state": .string(subscription.state.rawValue),
+                    "eventsAdded": .int(recorded.ingestion.duplicate ? 0 : 1), "userId": JSON(recorded.owner),
+                    "before": before?.reconcileJSON ?? .null, "after": after?.reconcileJSON ?? .null,
+                ]
+                let environment: StoreEnvironment = subscription.isTest ? .sandbox : .production
+                return (PullResult(provider: .google, target: subscriptionId, changed: changed, error: nil, json: json), recorded.owner, environment)
+            })
+        if let read { google.acknowledgeIfNeeded(read, token: token, now: clock.now(), logger: logger, on: db) }
+        return result
+    }
+
+    /// A Play subscription's folded state (its owner's row), if any.
+    private static func subscription(_ subscriptionId: String, on db: DatabaseConnection) throws(DatabaseError) -> SubscriptionState? {
+        try db.queryOne(
+            """
+            SELECT \(unsafeRaw: SubscriptionState.columns) FROM billing_subscriptions s
+            WHERE s.subscription_id = \(subscriptionId) AND s.provider = \(EventProvider.googlePlay.rawValue) LIMIT 1
+            """
+        ).map { (row) throws(DatabaseError) in try SubscriptionState(row: row) }
     }
 
     /// Pulls one RevenueCat subscriber now and records it (`pull(_:target:...)`).
@@ -213,9 +272,11 @@ struct ReconcileService: Sendable {
         var providers: [ReconcileProvider] = []
         if reconciler != nil { providers.append(.apple) }
         if revenuecat != nil { providers.append(.revenuecat) }
+        if google != nil { providers.append(.google) }
         for provider in providers {
             try sweep(provider, on: db, into: &summary, lag: &lag, while: keepGoing)
         }
+        if google != nil { try sweepAcknowledgements(on: db, into: &summary, while: keepGoing) }
         summary.lagSeconds = lag ?? 0
         metrics.sweepLagSeconds.set(Int(summary.lagSeconds))
         metrics.sweeps.add()
@@ -261,26 +322,52 @@ struct ReconcileService: Sendable {
                 guard try db.transaction({ db in try schedule.claim(candidate.target, provider: provider, now: now, on: db) }) else { continue }
                 pulled += 1
                 summary.selected += 1
-                let result =
-                    provider == .apple
-                    ? try pull(subscriptionId: candidate.target, on: db)
-                    : try pullRevenueCat(userId: candidate.target, on: db)
-                if let error = result.error {
-                    summary.failed += 1
-                    if let wait = error.retryAfterSeconds, error.kind == .rateLimited {
-                        // The limit is the app's: every other pull would get the same answer.
-                        pause.pause(until: clock.now().adding(milliseconds: Int64(wait) * 1000))
-                        summary.rateLimited = true
-                        return
-                    }
-                } else if result.changed {
-                    summary.corrected += 1
-                } else {
-                    summary.unchanged += 1
+                let result: PullResult
+                switch provider {
+                case .apple: result = try pull(subscriptionId: candidate.target, on: db)
+                case .revenuecat: result = try pullRevenueCat(userId: candidate.target, on: db)
+                case .google: result = try pullGoogle(subscriptionId: candidate.target, on: db)
                 }
+                guard tally(result, pause: pause, into: &summary) else { return }
             }
             if pulled == 0 { return }
         }
+    }
+
+    /// Play purchases still to acknowledge (Google refunds them after three days): each
+    /// claimed on the schedule (so it is tried at most once per `reconcile.intervalSeconds`,
+    /// backing off after failures), read again, recorded and acknowledged (`pullGoogle`).
+    private func sweepAcknowledgements(on db: DatabaseConnection, into summary: inout SweepSummary, while keepGoing: () -> Bool) throws {
+        let pause = pauses[.google]!
+        let now = clock.now()
+        if pause.isPaused(at: now) { return }
+        let waiting = try db.transaction { db in
+            try GooglePlayIngestion.unacknowledged(now: now, limit: schedule.batchSize, on: db)
+        }
+        for subscriptionId in waiting {
+            guard keepGoing() else { return }
+            guard try db.transaction({ db in try schedule.claim(subscriptionId, provider: .google, now: now, on: db) }) else { continue }
+            summary.selected += 1
+            guard tally(try pullGoogle(subscriptionId: subscriptionId, on: db), pause: pause, into: &summary) else { return }
+        }
+    }
+
+    /// Counts a sweep's pull; false when a 429 the call could not wait out stopped the sweep
+    /// of that provider (the limit is the app's: every other pull would get the same answer).
+    private func tally(_ result: PullResult, pause: ReconcilePause, into summary: inout SweepSummary) -> Bool {
+        if let error = result.error {
+            summary.failed += 1
+            if let wait = error.retryAfterSeconds, error.kind == .rateLimited {
+                pause.pause(until: clock.now().adding(milliseconds: Int64(wait) * 1000))
+                summary.rateLimited = true
+                return false
+            }
+        } else if result.changed {
+            summary.corrected += 1
+        } else {
+            summary.unchanged += 1
+        }
+        return true
     }
 
     /// How long a due subscription has been waiting past the moment the rules made it due.
