@@ -12,7 +12,9 @@ ALTER TABLE billing_events
     CHECK (provider IN ('revenuecat', 'revenuecat_pull', 'apple_notification', 'apple_transaction', 'google_play')),
   ADD COLUMN linked_subscription_id VARCHAR(191) NULL
     COMMENT 'google_play: the subscription this one replaces (gp: + SHA-256 of linkedPurchaseToken); the fold ends it'
-    AFTER expiration_intent;
+    AFTER expiration_intent,
+  -- stats.subscriptions leaves a replaced subscription out from its replacement's start.
+  ADD KEY billing_events_linked (linked_subscription_id, environment, purchased_at);
 
 ALTER TABLE billing_quarantine
   DROP CONSTRAINT billing_quarantine_provider_valid,

@@ -189,8 +189,10 @@ class PlayPushes(unittest.TestCase):
         for order in ("old first", "new first"):
             with self.subTest(order=order):
                 user = known_user()
-                old = self.purchase(user, product="plus_monthly", base_plan="monthly-eur")
-                new = self.purchase(user, product="pro_monthly", base_plan="monthly-eur", linked_token=old)
+                tag = uuid.uuid4().hex[:8]
+                plus, pro = "plus_up_" + tag, "pro_up_" + tag
+                old = self.purchase(user, product=plus, base_plan="monthly-eur")
+                new = self.purchase(user, product=pro, base_plan="monthly-eur", linked_token=old)
                 # Play still calls the old one active until its period ends (replacementCancellation).
                 self.set_state(old, "SUBSCRIPTION_STATE_CANCELED", now_ms() + 20 * DAY, auto_renew=False,
                                canceled_by="replacement")
@@ -199,12 +201,19 @@ class PlayPushes(unittest.TestCase):
                     self.pushed(token, notification)
                 got = self.snapshot(user)
                 self.assertEqual((got["tier"], got["phase"]), ("pro", "active"), got)
-                self.assertEqual(got["store"]["productId"], "pro_monthly:monthly-eur")
+                self.assertEqual(got["store"]["productId"], pro + ":monthly-eur")
                 granting = [s for s in got["sources"] if s["kind"] == "store"]
                 self.assertEqual(len(granting), 1, got)
                 states = sql("SELECT s.phase FROM billing_subscriptions s WHERE s.user_id = " + sql_string(user)
                              + " ORDER BY s.phase")
                 self.assertEqual([row[0] for row in states], ["active", "expired"], states)
+                # Statistics count it once too: the replaced one is out from the new one's start.
+                at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + 1)) + ".000Z"
+                time.sleep(1.1)
+                snapshot = rpc("stats.snapshots", {"at": [at], "environment": "production"})["result"]["snapshots"][0]
+                counted = {p["productId"]: p["active"] for p in snapshot["byProduct"]
+                           if p["productId"] in (plus + ":monthly-eur", pro + ":monthly-eur")}
+                self.assertEqual(counted, {pro + ":monthly-eur": 1}, snapshot)
                 self.consistent(user)
 
     def test_a_voided_purchase_takes_the_access_back_and_a_stale_read_does_not_return_it(self):

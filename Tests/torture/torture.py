@@ -8,7 +8,12 @@ Phases (each can be skipped with --skip NAME):
             is killed -9 every --kill-every seconds and a supervisor restarts it (systemd
             Restart=always). Every user gets deliveries from both providers: half of them one
             subscription both providers report on (App Store data takes precedence), the
-            other half one subscription per provider. The histories hold renewals,
+            other half one subscription per provider; a third of them also hold a Google
+            Play subscription (Real-Time Developer Notifications by Pub/Sub push, OIDC-signed,
+            each read back from a local HTTPS fake of the Play Developer API,
+            Tests/harness/fake_google.py, which states the token as it stands at the end, so
+            every read says the same whatever the order: highest access across the stores
+            wins). The histories hold renewals,
             cancellations, plan changes, expirations and refunds, and also billing errors
             with a grace period (BILLING_ISSUE with grace plus RevenueCat's
             CANCELLATION/BILLING_ERROR beside it; DID_FAIL_TO_RENEW/GRACE_PERIOD), refunds
@@ -132,6 +137,15 @@ class Stack:
             config = json.load(f)
         config["products"] = dict(config.get("products", {}), **CATALOG)
         config["database"] = {"lockWaitTimeoutSeconds": self.lock_wait}
+        # Google Play from a local fake (token endpoint, androidpublisher, push keys).
+        google_dir = os.path.join(self.var_dir, "google")
+        os.makedirs(google_dir, exist_ok=True)
+        F = harness("fake_google")
+        self.google = F.FakeGoogle(google_dir)
+        config["google"] = {
+            "packageName": self.google.package, "serviceAccountFile": self.google.key_file, "tokenUrl": self.google.token_url,
+            "apiUrl": self.google.url, "caFile": self.google.ca_file, "pushKeysUrl": self.google.url + "/oauth2/v3/certs",
+            "pushAudience": F.PUSH_AUDIENCE, "pushServiceAccount": F.PUSH_ACCOUNT}
         overlay = os.path.join(self.var_dir, "torture-overlay.json")
         with open(overlay, "w") as f:
             json.dump(config, f)
@@ -148,6 +162,9 @@ class Stack:
 
     def down(self):
         self.sh("stack_down", check=False, timeout=300)
+        google, self.google = getattr(self, "google", None), None
+        if google:
+            google.stop()
 
     def daemon_setup(self):
         """(environment, configuration file, binary directory) of a billing-rpc of the run's own."""
@@ -283,6 +300,8 @@ class Provider:
     (dict: id, user, kind, at, expires, product, subscription) into (path, body, headers)."""
     name = "abstract"
     inbox_provider = "abstract"
+    # What the inbox's provider_event_id puts before the spec's id.
+    inbox_prefix = ""
 
     def delivery(self, spec):
         raise NotImplementedError
@@ -381,6 +400,54 @@ class AppleProvider(Provider):
                                          signed=spec["at"], uuid_=spec["id"])
         body = json.dumps({"signedPayload": self.chain.sign(payload)}).encode()
         return "/api/v1/billing/webhooks/apple", body, {"Content-Type": "application/json"}
+
+
+class GoogleProvider(Provider):
+    """Real-Time Developer Notifications by Pub/Sub push: `{message: {data: base64
+    DeveloperNotification, messageId}, subscription}` with the push's OIDC token, both from
+    fake_google.py (whose keys the stack's `google.pushKeysUrl` names). The spec's id is the
+    messageId (inbox key `gpush:<id>`), its subscription the purchase token; the worker reads
+    the token's state from the fake."""
+    name = "google"
+    inbox_provider = "google_play"
+    inbox_prefix = "gpush:"
+    TYPES = {"purchase": 4, "renewal": 2, "cancellation": 3, "uncancellation": 7, "billing_issue": 6, "on_hold": 5,
+             "recovered": 1, "expiration": 13}
+
+    def __init__(self, fake):
+        self.fake = fake
+
+    def delivery(self, spec):
+        body = self.fake.push_body({"subscriptionNotification": {"version": "1.0", "notificationType": self.TYPES[spec["kind"]],
+                                                                 "purchaseToken": spec["subscription"]}}, message_id=spec["id"])
+        return ("/api/v1/billing/webhooks/google", json.dumps(body).encode(),
+                {"Authorization": "Bearer " + self.fake.push_token(), "Content-Type": "application/json"})
+
+
+# A Play subscription's state at the end of the storm: (subscriptionState, expiry from now in
+# days, auto-renew), the notifications that lead there drawn from GoogleProvider.TYPES.
+PLAY_ENDS = [("SUBSCRIPTION_STATE_ACTIVE", 12, True), ("SUBSCRIPTION_STATE_CANCELED", 9, False),
+             ("SUBSCRIPTION_STATE_IN_GRACE_PERIOD", 3, True), ("SUBSCRIPTION_STATE_ON_HOLD", -2, True),
+             ("SUBSCRIPTION_STATE_EXPIRED", -5, False)]
+
+
+def play_history(rng, user, run, n_events, now_ms):
+    """One user's Play subscription: a purchase token, its state at the end (`play_state`:
+    for fake_google.subscription_v2), and `n_events` pushes about it (the first a purchase)."""
+    token = f"{run}-gpt{uuid.uuid4().hex}.AO-J1Oz"
+    state, days, auto_renew = rng.choice(PLAY_ENDS)
+    product = rng.choice(["plus_monthly", "pro_monthly"])
+    end = {"product": product, "state": state, "expires": now_ms + days * 86_400_000, "auto_renew": auto_renew,
+           "start": now_ms - rng.randint(20, 90) * 86_400_000, "acknowledged": rng.random() < 0.7}
+    kinds = list(GoogleProvider.TYPES)
+    return [{"id": f"{run}-{user[:8]}g-{k:03d}", "user": user, "kind": "purchase" if k == 0 else rng.choice(kinds),
+             "at": now_ms, "subscription": token, "provider": "google", "play_state": end} for k in range(n_events)]
+
+
+def play_purchase(F, end, user):
+    """The SubscriptionPurchaseV2 fake_google answers for a Play history's end state."""
+    return F.subscription_v2(end["product"], "monthly", end["state"], end["expires"], user=user, auto_renew=end["auto_renew"],
+                             start_ms=end["start"], acknowledged=end["acknowledged"])
 
 
 # Kinds only one provider has: RevenueCat's CANCELLATION/BILLING_ERROR, Apple's REVOKE.
@@ -667,6 +734,10 @@ class Torture:
         self.rng = random.Random(args.seed)
         self.run = f"T{uuid.uuid4().hex[:6]}"
         self.providers = {"revenuecat": RevenueCatProvider(stack.webhook_secret), "apple": AppleProvider(stack.ca_dir)}
+        # Google Play when the stack has its fake (scripts/torture's; the cluster's has none).
+        self.google = getattr(stack, "google", None)
+        if self.google:
+            self.providers["google"] = GoogleProvider(self.google)
         self.failures = []
         self.report = collections.OrderedDict()
         # (provider, event id) of every event of the run, and of those answered 2xx.
@@ -760,6 +831,15 @@ class Torture:
         per_user = max(1, distinct // len(users))
         now_ms = int(time.time() * 1000)
         histories = {u: mixed_history(self.rng, u, self.run, per_user, now_ms) for u in users}
+        # A third of the users also subscribe on Google Play; the fake states each token (and
+        # its shadow's, "S" + token, naming the shadow user) as it stands at the end.
+        play_users = users[::3] if self.google else []
+        for u in play_users:
+            play = play_history(self.rng, u, self.run, max(2, per_user // 3), now_ms)
+            histories[u] += play
+            F = harness("fake_google")
+            self.google.purchases[play[0]["subscription"]] = play_purchase(F, play[0]["play_state"], u)
+            self.google.purchases["S" + play[0]["subscription"]] = play_purchase(F, play[0]["play_state"], shadows[u])
         # Events that touch two users: a RevenueCat purchase and the TRANSFER of it to
         # another user, sent at the same instant by two senders (one race group), for fresh
         # pairs of users known before the storm. Their duplicates come one by one later.
@@ -773,7 +853,7 @@ class Torture:
         self.rng.shuffle(deliveries)
         flat = [s for d in deliveries for s in (d if isinstance(d, list) else [d])]
         duplicated = len(flat) - len(events)
-        planned = {name: collections.Counter() for name in PROVIDERS}
+        planned = {name: collections.Counter() for name in self.providers}
         for d in flat:
             planned[key(d)[0]]["deliveries"] += 1
         for e in events:
@@ -937,8 +1017,8 @@ class Torture:
             "max_request_seconds": round(stats.slowest, 2),
         }
         self.check(len(stats.acked) == len(ids), f"storm: every distinct event acknowledged ({len(stats.acked)}/{len(ids)})")
-        self.check(all(planned[name]["events"] > 0 for name in PROVIDERS),
-                   f"storm: both providers delivered ({ {name: c['events'] for name, c in planned.items()} })")
+        self.check(all(planned[name]["events"] > 0 for name in self.providers),
+                   f"storm: every provider delivered ({ {name: c['events'] for name, c in planned.items()} })")
         self.bad_5xx_total += replay_stats.bad_5xx
         self.report["storm"]["replay_statuses"] = {str(k): v for k, v in sorted(replay_stats.statuses.items())}
         self.check(stats.bad_5xx + replay_stats.bad_5xx == 0,
@@ -969,9 +1049,16 @@ class Torture:
         for u, a, b in mismatches[:3]:
             log(f"snapshot mismatch for {u}:\n  storm  {a}\n  serial {b}")
         self.report["storm"]["snapshot_mismatches"] = len(mismatches)
+        if self.google:
+            # Not vacuous: Play decides some of the compared snapshots (its tier the highest).
+            from_play = sum(1 for u in compared
+                            if (json.loads(self.get_access(c, u)[1]).get("store") or {}).get("platform") == "google_play")
+            self.report["storm"]["snapshots_from_play"] = from_play
+            self.check(from_play > 0, f"storm: Google Play decides some snapshots ({from_play})")
         self.check(not mismatches, f"storm: every user's snapshot equals the serial replay "
                                    f"({len(compared) - len(mismatches)}/{len(compared)}, {2 * len(pairs)} of them in transfer pairs)")
-        rows = self.stack.sql(f"SELECT status, COUNT(*) FROM billing_events WHERE provider_event_id LIKE '{self.run}-%' GROUP BY status")
+        rows = self.stack.sql(f"SELECT status, COUNT(*) FROM billing_events WHERE provider_event_id LIKE '{self.run}-%' "
+                              f"OR provider_event_id LIKE 'gpush:{self.run}-%' GROUP BY status")
         self.report["storm"]["inbox_statuses"] = {r[0]: int(r[1]) for r in rows}
         self.check(all(r[0] == "applied" for r in rows), f"storm: every storm event applied at the end ({dict(rows)})")
         recorded = ("corrected", "unchanged")
@@ -983,6 +1070,24 @@ class Torture:
                    and sum(n for o, n in replay_pulls.items() if o in recorded) == len(pulled_users),
                    f"storm: every pull racing the webhooks was recorded (storm {dict(pull_outcomes)}, replay {dict(replay_pulls)})")
         self.check(puller.fake.auth_failures == [], "storm: every pull carried the secret key")
+        if play_users:
+            # Acknowledgement (Google refunds what is left unacknowledged): never twice, and a
+            # paid purchase Google still calls unacknowledged (a worker killed between its
+            # claim and its call) is one the server knows is not, so its sweeper does it.
+            tokens = {s["subscription"] for u in play_users for s in histories[u] if s["provider"] == "google"}
+            tokens |= {"S" + t for t in tokens}
+            paid = ("SUBSCRIPTION_STATE_ACTIVE", "SUBSCRIPTION_STATE_CANCELED", "SUBSCRIPTION_STATE_IN_GRACE_PERIOD",
+                    "SUBSCRIPTION_STATE_ON_HOLD")
+            left = [t for t in tokens if self.google.purchases[t]["subscriptionState"] in paid
+                    and self.google.purchases[t]["acknowledgementState"] != "ACKNOWLEDGEMENT_STATE_ACKNOWLEDGED"]
+            recorded = {r[0] for r in self.stack.sql(
+                "SELECT purchase_token FROM billing_google_purchases WHERE acknowledged_at IS NOT NULL")}
+            twice = [t for t, n in self.google.acknowledged.items() if n > 1]
+            self.report["storm"]["google"] = {"users": len(play_users), "tokens": len(tokens), "left_for_the_sweeper": len(left),
+                                              "acknowledged_by_the_server": sum(self.google.acknowledged.values())}
+            self.check(not twice, f"storm: no Play purchase acknowledged twice ({len(twice)})")
+            self.check(not [t for t in left if t in recorded],
+                       f"storm: every paid Play purchase is acknowledged or known unacknowledged ({len(left)} left for the sweeper)")
         pulled = self.stack.sql("SELECT status, COUNT(*) FROM billing_events WHERE provider = 'revenuecat_pull' GROUP BY status")
         self.report["storm"]["pulled_statuses"] = {r[0]: int(r[1]) for r in pulled}
         self.check(pulled and all(r[0] == "applied" for r in pulled), f"storm: every pulled event applied at the end ({dict(pulled)})")
@@ -1221,9 +1326,10 @@ class Torture:
         self.report["providers"] = {}
         all_lost = []
         for name, provider in self.providers.items():
+            prefix = provider.inbox_prefix
             rows = self.stack.sql(f"SELECT provider_event_id, COUNT(*) FROM billing_events WHERE provider = '{provider.inbox_provider}' "
-                                  f"AND provider_event_id LIKE '{self.run}-%' GROUP BY provider_event_id")
-            present = {r[0]: int(r[1]) for r in rows}
+                                  f"AND provider_event_id LIKE '{prefix}{self.run}-%' GROUP BY provider_event_id")
+            present = {r[0][len(prefix):]: int(r[1]) for r in rows}
             ids = {i for p, i in self.all_ids if p == name}
             acked = {i for p, i in self.all_acked if p == name}
             lost = sorted(acked - set(present))

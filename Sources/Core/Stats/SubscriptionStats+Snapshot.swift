@@ -196,6 +196,12 @@ extension SubscriptionStats {
             JOIN billing_events le ON le.id = z.last_id
             LEFT JOIN billing_events pe ON pe.id = z.period_id
             WHERE NOT (le.kind IN \(unsafeRaw: lostKinds) AND NOT \(unsafeRaw: earlierRefund))
+              -- A Play subscription another token replaced (linkedPurchaseToken) ends when its
+              -- replacement starts, as the fold ends it: never counted twice.
+              AND NOT EXISTS (SELECT 1 FROM billing_events r
+                              WHERE r.linked_subscription_id = z.subscription_id AND r.environment = \(env)
+                                AND r.provider = 'google_play' AND COALESCE(r.purchased_at, r.intrinsic_at) <= \(t)
+                                AND \(unsafeRaw: counted("r")))
               AND GREATEST(COALESCE(
                 CASE WHEN \(unsafeRaw: earlierRefund) THEN pe.expires_at
                   WHEN le.expires_at IS NOT NULL THEN GREATEST(le.expires_at, COALESCE(le.grace_expires_at, le.expires_at))
