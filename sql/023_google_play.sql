@@ -37,8 +37,10 @@ CREATE TABLE billing_google_purchases (
     COMMENT 'The Play purchase token, to read its state again and acknowledge it; a credential: never logged, erased with its user',
   package_name VARCHAR(255) NOT NULL
     COMMENT 'The app (google.packageName) the token belongs to',
+  product_type VARCHAR(16) NOT NULL
+    COMMENT 'subscription (read by purchases.subscriptionsv2) or product (a one-time product: purchases.productsv2)',
   product_id VARCHAR(191) NULL
-    COMMENT 'Play''s subscriptionId (lineItems[].productId), needed to acknowledge',
+    COMMENT 'Play''s subscriptionId (lineItems[].productId) or one-time product id, needed to acknowledge',
   user_id VARCHAR(128) NULL
     COMMENT 'The one user owning it (obfuscatedExternalAccountId, else the app user who posted it, else the owner of the token it replaces); NULL while unknown',
   linked_subscription_id VARCHAR(80) NULL
@@ -46,7 +48,7 @@ CREATE TABLE billing_google_purchases (
   environment VARCHAR(16) NOT NULL
     COMMENT 'production, or sandbox for a license tester''s purchase (testPurchase)',
   state VARCHAR(48) NOT NULL
-    COMMENT 'subscriptionState as last read (SUBSCRIPTION_STATE_ACTIVE, ..._ON_HOLD, ...)',
+    COMMENT 'subscriptionState (SUBSCRIPTION_STATE_ACTIVE, ..._ON_HOLD, ...) or a one-time product''s purchaseState (PURCHASED, CANCELLED, PENDING) as last read',
   expires_at DATETIME(3) NULL
     COMMENT 'The latest lineItems[].expiryTime as last read (UTC)',
   started_at DATETIME(3) NULL
@@ -67,6 +69,7 @@ CREATE TABLE billing_google_purchases (
   KEY billing_google_purchases_user (user_id),
   KEY billing_google_purchases_unacknowledged (acknowledged_at, started_at),
   CONSTRAINT billing_google_purchases_user_fk FOREIGN KEY (user_id) REFERENCES billing_users (id),
-  CONSTRAINT billing_google_purchases_environment_valid CHECK (environment IN ('production', 'sandbox'))
+  CONSTRAINT billing_google_purchases_environment_valid CHECK (environment IN ('production', 'sandbox')),
+  CONSTRAINT billing_google_purchases_type_valid CHECK (product_type IN ('subscription', 'product'))
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin
   COMMENT='Google Play purchase tokens the server knows: owner, last state read, acknowledgement (SPEC §18)';

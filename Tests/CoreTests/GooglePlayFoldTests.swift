@@ -128,6 +128,54 @@ import Testing
         #expect(a.priceMilli == 4990 && a.currency == "EUR" && a.rawType == "PULL/ACTIVE")
     }
 
+    // MARK: one-time products
+
+    func productJSON(_ state: String, completed: String? = "2026-12-01T10:00:00.5Z", _ extra: JSONObject = [:]) -> JSON {
+        var p: JSONObject = [
+            "kind": "androidpublisher#productPurchaseV2",
+            "productLineItem": [["productId": "week_pass_pro", "productOfferDetails": ["quantity": 1, "offerTags": []]]],
+            "purchaseStateContext": ["purchaseState": .string(state)], "orderId": "GPA.1", "obfuscatedExternalAccountId": "u",
+            "acknowledgementState": "ACKNOWLEDGEMENT_STATE_PENDING",
+        ]
+        if let completed { p["purchaseCompletionTime"] = .string(completed) }
+        for (k, v) in extra { p[k] = v }
+        return .object(p)
+    }
+
+    @Test func aOneTimeProductGrantsWhatTheCatalogSaysAndEveryStateIsRead() throws {
+        let catalog: [String: BillingConfiguration.Product] = [
+            "week_pass_pro": .init(tier: .pro, cadence: .nonRenewing, duration: CatalogDuration("P1W")),
+            "lifetime_plus": .init(tier: .plus, cadence: .lifetime),
+        ]
+        let bought = try GooglePlayProductPurchase.decode(productJSON("PURCHASED", ["testPurchaseContext": ["fopType": "TEST"]]))
+        #expect(bought.state == .purchased && bought.productIds == ["week_pass_pro"] && bought.isTest && !bought.acknowledged)
+        let read = GooglePlayRead(bought)
+        #expect(read.kind == .product && read.isAcknowledgeable && read.productId == "week_pass_pro" && read.isOf("week_pass_pro"))
+        let event = read.event(token: "t", cause: "PULL", providerEventId: "e", readAt: now, tiers: tiers, catalog: catalog)
+        let completed = Timestamp(iso8601: "2026-12-01T10:00:00.500Z")!
+        #expect(event.kind == .nonRenewingPurchase && event.environment == .sandbox && event.tier == .pro)
+        #expect(event.expiresAt == completed.adding(milliseconds: 7 * 86_400_000))
+        let s = fold([event]).subscriptions[0]
+        #expect(s.grantsAccess(at: now) && !s.grantsAccess(at: completed.adding(milliseconds: 7 * 86_400_000)))
+        var lifetime = bought
+        lifetime.productIds = ["lifetime_plus"]
+        let forever = GooglePlayRead(lifetime).event(token: "t", cause: "PULL", providerEventId: "e", readAt: now, tiers: tiers, catalog: catalog)
+        #expect(forever.expiresAt == nil && fold([forever]).subscriptions[0].grantsAccess(at: Timestamp(iso8601: "2099-01-01T00:00:00Z")!))
+        let canceled = GooglePlayRead(try GooglePlayProductPurchase.decode(productJSON("CANCELLED", completed: nil)))
+        let refund = canceled.event(
+            token: "t", cause: "PULL", providerEventId: "r", readAt: now.adding(milliseconds: 1), tiers: tiers, catalog: catalog)
+        #expect(refund.kind == .refund && !canceled.isAcknowledgeable)
+        #expect(fold([event, refund]).subscriptions[0].phase == .revoked)
+        let pending = GooglePlayRead(try GooglePlayProductPurchase.decode(productJSON("PENDING", completed: nil)))
+        #expect(pending.event(token: "t", cause: "PULL", providerEventId: "p", readAt: now, tiers: tiers, catalog: catalog).kind == .unknown)
+        for bad in [
+            productJSON("REFUNDED"), productJSON("PURCHASED", ["purchaseStateContext": "x"]), productJSON("PURCHASED", completed: "yesterday"),
+            productJSON("PURCHASED", ["productLineItem": [["quantity": 1]]]), productJSON("PURCHASED", ["purchaseStateContext": .null]),
+        ] {
+            #expect(throws: PayloadError.self, "\(bad)") { try GooglePlayProductPurchase.decode(bad) }
+        }
+    }
+
     // MARK: the push
 
     func push(_ notification: JSONObject, messageId: JSON = "136969346945", eventTime: JSON = "1733313600000") -> JSON {

@@ -10,6 +10,8 @@ Pub/Sub pushes of Real-Time Developer Notifications and the app's post. What mus
   the two arrive in: never two subscriptions granting, never counted twice;
 - a voided purchase takes the access back, and a later read still showing the voided period
   does not give it back;
+- a one-time product (purchases.productsv2) grants what the catalog says (lifetime, a week's
+  pass), through a push or the app's post, is acknowledged once, and a voided one ends;
 - a redelivered push (same messageId) is one event and is not read from Play again;
 - a push without a valid OIDC token (none, another audience, another email, an unverified
   one, another key, an expired one) is refused and stores nothing; nor does one for another
@@ -36,7 +38,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from harness.billing import VAR_DIR, rpc, sql, sql_string, wait_until
 from harness.entitlements import DAY, HOUR, MINUTE, known_user, new_user, now_ms
-from harness.fake_google import FakeGoogle, subscription_v2
+from harness.fake_google import FakeGoogle, product_v2, subscription_v2
 from harness.tokens import token as id_token
 from harness.worker import OwnWorker
 from test_doctor import doctor
@@ -59,7 +61,11 @@ class PlayPushes(unittest.TestCase):
         base = os.path.join(VAR_DIR, "tmp")
         cls.tmp = tempfile.mkdtemp(prefix="google-push-", dir=base if os.path.isdir(base) else None)
         cls.fake = FakeGoogle(cls.tmp)
-        cls.worker = OwnWorker(cls.tmp, "google-worker", environment=cls.fake.push_overrides())
+        # Play's one-time products in the catalog: how long each grants its tier.
+        catalog = {"lifetime_plus": {"tier": "plus", "cadence": "lifetime"},
+                   "week_pass_pro": {"tier": "pro", "cadence": "non_renewing", "duration": "P1W"}}
+        cls.worker = OwnWorker(cls.tmp, "google-worker", environment=cls.fake.push_overrides(),
+                               configure=lambda c: c.setdefault("products", {}).update(catalog))
         cls.tokens = []
 
     @classmethod
@@ -246,6 +252,61 @@ class PlayPushes(unittest.TestCase):
         status, answer = self.worker.request("POST", PUSH, body=body, headers={"Authorization": "Bearer " + self.fake.push_token()})
         self.assertEqual((status, answer["status"]), (200, "ignored"), answer)
         self.assertEqual(self.inbox(message)[0][:2], ["ignored", "test"])
+
+    def one_time(self, user, product="lifetime_plus", **extra):
+        token = purchase_token()
+        self.tokens.append(token)
+        self.fake.products[token] = product_v2(product, user=user, **extra)
+        return token
+
+    def push_one_time(self, token, notification_type=1):
+        body = self.fake.push_body({"oneTimeProductNotification": {"version": "1.0", "notificationType": notification_type,
+                                                                   "purchaseToken": token, "sku": "ignored"}})
+        status, answer = self.worker.request("POST", PUSH, body=body, headers={"Authorization": "Bearer " + self.fake.push_token()})
+        self.assertEqual(status, 200, answer)
+        return answer
+
+    def test_a_one_time_product_grants_what_the_catalog_says_and_is_acknowledged_once(self):
+        user = known_user()
+        token = self.one_time(user, acknowledged=False)
+        self.assertEqual(self.push_one_time(token)["status"], "applied")
+        got = self.snapshot(user)
+        self.assertEqual((got["tier"], got["store"]["productId"], got["store"]["expiresAt"]), ("plus", "lifetime_plus", None), got)
+        self.assertTrue(wait_until(lambda: self.fake.acknowledged.get(token) == 1, 10))
+        self.push_one_time(token)   # read again, acknowledged now: not acknowledged twice
+        self.assertEqual(self.fake.acknowledged.get(token), 1)
+        # A week's pass, posted by the app: pro for seven days from its purchase.
+        completed = now_ms() - DAY
+        week = self.one_time(None, product="week_pass_pro", completed_ms=completed)
+        status, got = self.worker.request("POST", POST, body={"productId": "week_pass_pro", "purchaseToken": week},
+                                          headers={"Authorization": "Bearer " + id_token(user)})
+        self.assertEqual((status, got["tier"], got["purchase"]["type"]), (200, "pro", "product"), got)
+        self.assertEqual(got["store"]["expiresAt"], time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((completed + 7 * DAY) // 1000))
+                         + ".%03dZ" % ((completed + 7 * DAY) % 1000), got)
+        # Voided (refunded): the pass ends, the lifetime purchase stands.
+        body = self.fake.push_body({"voidedPurchaseNotification": {"purchaseToken": week, "orderId": "GPA.3371-2203-9914-55021",
+                                                                   "productType": 2, "refundType": 1}})
+        status, answer = self.worker.request("POST", PUSH, body=body, headers={"Authorization": "Bearer " + self.fake.push_token()})
+        self.assertEqual((status, answer["status"]), (200, "applied"), answer)
+        got = self.snapshot(user)
+        self.assertEqual((got["tier"], got["store"]["productId"]), ("plus", "lifetime_plus"), got)
+        # Canceled at Play (a pending purchase canceled, or refunded): a read that says so ends it too.
+        self.fake.products[token] = product_v2("lifetime_plus", "CANCELLED", user=user)
+        self.push_one_time(token, 2)
+        self.assertEqual(self.snapshot(user)["tier"], "free")
+        self.consistent(user)
+
+    def test_a_pending_one_time_purchase_grants_nothing_until_it_is_paid(self):
+        user = known_user()
+        token = self.one_time(user, acknowledged=False)
+        self.fake.products[token] = product_v2("lifetime_plus", "PENDING", user=user, acknowledged=False)
+        self.assertEqual(self.push_one_time(token)["status"], "ignored")
+        self.assertEqual(self.snapshot(user)["tier"], "free")
+        self.assertEqual(self.fake.acknowledged.get(token), None, "a pending purchase is not acknowledged")
+        self.fake.products[token] = product_v2("lifetime_plus", user=user, acknowledged=False)
+        self.assertEqual(self.push_one_time(token)["status"], "applied")
+        self.assertEqual(self.snapshot(user)["tier"], "plus")
+        self.assertTrue(wait_until(lambda: self.fake.acknowledged.get(token) == 1, 10))
 
     # ------------------------------------------------------------------ duplicates, refusals, outages
 

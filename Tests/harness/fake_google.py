@@ -15,8 +15,13 @@ the end-to-end tests, answering their real shapes:
   autoRenewingPlan {autoRenewEnabled, recurringPrice}, offerDetails {basePlanId, offerId,
   offerTags}, offerPhase, latestSuccessfulOrderId}], linkedPurchaseToken,
   canceledStateContext, testPurchase, acknowledgementState, externalAccountIdentifiers, etag),
-  and `POST /androidpublisher/v3/applications/{packageName}/purchases/subscriptions/
-  {subscriptionId}/tokens/{token}:acknowledge` (an empty 200). Errors are Google's
+  `GET …/purchases/productsv2/tokens/{token}` the ProductPurchaseV2 of a one-time product
+  (`product_v2` builds one: productLineItem [{productId, productOfferDetails}],
+  purchaseStateContext {purchaseState}, purchaseCompletionTime, orderId,
+  obfuscatedExternalAccountId, testPurchaseContext, acknowledgementState), and
+  `POST /androidpublisher/v3/applications/{packageName}/purchases/subscriptions/
+  {subscriptionId}/tokens/{token}:acknowledge` or `…/purchases/products/{productId}/tokens/
+  {token}:acknowledge` (an empty 200). Errors are Google's
   `{"error": {"code", "message", "status"}}`: 401 UNAUTHENTICATED without a valid access
   token, 404 NOT_FOUND for a token or package it does not know, 503 UNAVAILABLE when `down`.
 
@@ -98,6 +103,26 @@ def subscription_v2(product, base_plan, state, expiry_ms, *, user=None, auto_ren
     return purchase
 
 
+def product_v2(product, state="PURCHASED", *, user=None, completed_ms=None, acknowledged=True, test=False,
+               order="GPA.3371-2203-9914-55021"):
+    """A ProductPurchaseV2 as purchases.productsv2.getproductpurchasev2 answers it (a one-time product)."""
+    purchase = {"kind": "androidpublisher#productPurchaseV2",
+                "productLineItem": [{"productId": product, "productOfferDetails": {"offerTags": [], "quantity": 1,
+                                                                                   "refundableQuantity": 1,
+                                                                                   "consumptionState": "CONSUMPTION_STATE_YET_TO_BE_CONSUMED",
+                                                                                   "purchaseOptionId": "buy"}}],
+                "purchaseStateContext": {"purchaseState": state}, "orderId": order, "regionCode": "FR",
+                "acknowledgementState": "ACKNOWLEDGEMENT_STATE_ACKNOWLEDGED" if acknowledged
+                else "ACKNOWLEDGEMENT_STATE_PENDING"}
+    if state == "PURCHASED":
+        purchase["purchaseCompletionTime"] = rfc3339(completed_ms if completed_ms is not None else int(time.time() * 1000))
+    if user:
+        purchase["obfuscatedExternalAccountId"] = user
+    if test:
+        purchase["testPurchaseContext"] = {"fopType": "TEST"}
+    return purchase
+
+
 def google_error(handler, status, message, status_name):
     send_json(handler, status, {"error": {"code": status, "message": message, "status": status_name}}, {})
 
@@ -112,6 +137,7 @@ class FakeGoogle:
         self.key_id = secrets.token_hex(20)
         self.email = "billing-reader@fcgibilling-e2e.iam.gserviceaccount.com"
         self.purchases = {}
+        self.products = {}          # one-time product purchases by token (product_v2)
         self.acknowledged = {}
         self.grants = 0
         self.refused_grants = []
@@ -283,11 +309,23 @@ class FakeGoogle:
             if purchase is None:
                 return google_error(handler, 404, "The purchase token was not found.", "NOT_FOUND")
             return send_json(handler, 200, purchase, {})
-        if method == "POST" and rest.startswith("purchases/subscriptions/") and rest.endswith(":acknowledge"):
-            _, _, tail = rest.partition("purchases/subscriptions/")
-            subscription_id, _, purchase_token = tail[:-len(":acknowledge")].partition("/tokens/")
-            purchase = self.purchases.get(purchase_token)
-            if purchase is None or all(i["productId"] != subscription_id for i in purchase["lineItems"]):
+        if method == "GET" and rest.startswith("purchases/productsv2/tokens/"):
+            purchase = self.products.get(rest[len("purchases/productsv2/tokens/"):])
+            if purchase is None:
+                return google_error(handler, 404, "The purchase token was not found.", "NOT_FOUND")
+            return send_json(handler, 200, purchase, {})
+        acknowledging = method == "POST" and rest.endswith(":acknowledge")
+        if acknowledging and (rest.startswith("purchases/subscriptions/") or rest.startswith("purchases/products/")):
+            collection = "subscriptions" if rest.startswith("purchases/subscriptions/") else "products"
+            _, _, tail = rest.partition("purchases/%s/" % collection)
+            product_id, _, purchase_token = tail[:-len(":acknowledge")].partition("/tokens/")
+            if collection == "subscriptions":
+                purchase = self.purchases.get(purchase_token)
+                items = [i["productId"] for i in purchase["lineItems"]] if purchase else []
+            else:
+                purchase = self.products.get(purchase_token)
+                items = [i["productId"] for i in purchase["productLineItem"]] if purchase else []
+            if purchase is None or product_id not in items:
                 return google_error(handler, 404, "The purchase token was not found.", "NOT_FOUND")
             with self.lock:
                 self.acknowledged[purchase_token] = self.acknowledged.get(purchase_token, 0) + 1

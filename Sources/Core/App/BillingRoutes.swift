@@ -24,7 +24,9 @@ enum BillingRoutes {
         let keys = SigningKeysRoute(signer: services.entitlementTokens)
         let offerSignatures = AppleOfferSignatureRoute(signer: services.offerSigner, offerings: services.offerings, metrics: services.metrics)
         let play = services.googlePlay.map {
-            GooglePlayIngestion(api: $0, tiers: services.tiers, idPattern: services.idPattern, metrics: services.metrics)
+            GooglePlayIngestion(
+                api: $0, tiers: services.tiers, idPattern: services.idPattern, metrics: services.metrics,
+                catalog: services.configuration.products)
         }
         let google = GooglePlayWebhook(
             verifier: services.googlePush, ingestion: play, maxBodyBytes: services.configuration.server.maxBodyBytes,

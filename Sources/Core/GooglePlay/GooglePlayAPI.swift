@@ -33,6 +33,31 @@ struct GooglePlayAPI: Sendable {
         }
     }
 
+    /// `GET …/purchases/productsv2/tokens/{token}`: a one-time product purchase, decoded.
+    func productPurchase(token: String) throws(ProviderAPIError) -> GooglePlayProductPurchase {
+        let url = applicationURL + "/purchases/productsv2/tokens/" + ProviderAPIClient.percentEncoded(token)
+        let json = try authorized { () throws(ProviderAPIError) -> JSON in try client.get(url, headers: headers) }
+        do { return try GooglePlayProductPurchase.decode(json) } catch {
+            throw ProviderAPIError(.malformedResponse, status: 200, detail: "ProductPurchaseV2: \(error)")
+        }
+    }
+
+    /// `POST …/purchases/products/{productId}/tokens/{token}:acknowledge`: a one-time product's.
+    func acknowledgeProduct(productId: String, token: String) throws(ProviderAPIError) {
+        let url =
+            applicationURL + "/purchases/products/" + ProviderAPIClient.percentEncoded(productId) + "/tokens/"
+            + ProviderAPIClient.percentEncoded(token) + ":acknowledge"
+        _ = try authorized { () throws(ProviderAPIError) -> JSON in try client.post(url, body: [:], headers: headers) }
+    }
+
+    /// The token's state, of the kind the caller knows it is.
+    func read(token: String, kind: GooglePlayRead.Kind) throws(ProviderAPIError) -> GooglePlayRead {
+        switch kind {
+        case .subscription: return GooglePlayRead(try subscription(token: token))
+        case .product: return GooglePlayRead(try productPurchase(token: token))
+        }
+    }
+
     /// `POST …/purchases/subscriptions/{subscriptionId}/tokens/{token}:acknowledge` (an empty
     /// 200). Google refunds a subscription left unacknowledged for three days.
     func acknowledge(subscriptionId: String, token: String) throws(ProviderAPIError) {

@@ -67,6 +67,31 @@ enum GooglePlayEvent {
             replacesSubscriptionId: subscription.linkedPurchaseToken.map { subscriptionId(token: $0) })
     }
 
+    /// A one-time product purchase read at `readAt`: PURCHASED is a `non_renewing_purchase`
+    /// whose access lasts what the `products` catalog says of the product (lifetime, a
+    /// non-renewing duration, a consumable's none; a product the catalog does not list as
+    /// one-time: no end); CANCELLED (refunded or canceled by Google) a `refund`; PENDING and
+    /// the unspecified state are stored, never folded.
+    static func oneTime(
+        _ purchase: GooglePlayProductPurchase, token: String, cause: String, providerEventId: String, readAt: Timestamp,
+        tiers: TierResolver, catalog: [String: BillingConfiguration.Product]
+    ) -> StoreEvent {
+        let productId = purchase.productIds.first
+        let kind: EventKind
+        switch purchase.state {
+        case .purchased: kind = .nonRenewingPurchase
+        case .cancelled: kind = .refund
+        case .pending, .unspecified: kind = .unknown
+        }
+        let expiresAt = productId.flatMap { catalog[$0]?.oneTimeExpiry(purchasedAt: purchase.completedAt ?? readAt) } ?? nil
+        return StoreEvent(
+            provider: .googlePlay, providerEventId: providerEventId, rawType: String((cause + "/" + purchase.state.rawValue).prefix(64)),
+            kind: kind, intrinsicAt: readAt, subscriptionId: subscriptionId(token: token), productId: productId,
+            tier: tiers.tier(entitlementIds: [], productId: productId), periodType: "NORMAL",
+            environment: purchase.isTest ? .sandbox : .production, platform: "google_play", purchasedAt: purchase.completedAt,
+            expiresAt: kind == .nonRenewingPurchase ? expiresAt : nil)
+    }
+
     /// A digest of what a state says (not when it was read): the same state read twice is
     /// one event (`GooglePlayIngestion.pullEventId`).
     static func digest(_ event: StoreEvent) -> String {

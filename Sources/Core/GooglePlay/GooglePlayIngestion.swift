@@ -14,6 +14,8 @@ struct GooglePlayIngestion: Sendable {
     let tiers: TierResolver
     let idPattern: UserIdPattern
     let metrics: BillingMetrics
+    /// The `products` catalog: how long a one-time product grants its tier.
+    var catalog: [String: BillingConfiguration.Product] = [:]
 
     static let providers: [SQLValue] = [.string(EventProvider.googlePlay.rawValue)]
 
@@ -27,17 +29,16 @@ struct GooglePlayIngestion: Sendable {
     // MARK: the network part
 
     /// The token's state as the Play Developer API answers it now.
-    func read(token: String) throws(ProviderAPIError) -> GooglePlaySubscription {
-        try api.subscription(token: token)
+    func read(token: String, kind: GooglePlayRead.Kind = .subscription) throws(ProviderAPIError) -> GooglePlayRead {
+        try api.read(token: token, kind: kind)
     }
 
     /// Acknowledges the purchase at Google unless it is already, once across every process
     /// (the row's claim), after its state was committed. A failure is counted and logged,
     /// and left for the next read or the operator (`google.purchases.acknowledge`): the
     /// delivery that read the state is already committed and answered.
-    func acknowledgeIfNeeded(_ subscription: GooglePlaySubscription, token: String, now: Timestamp, logger: Logger, on db: DatabaseConnection) {
-        guard !subscription.acknowledged, subscription.state.isAcknowledgeable, let product = subscription.lineItems.first?.productId
-        else { return }
+    func acknowledgeIfNeeded(_ read: GooglePlayRead, token: String, now: Timestamp, logger: Logger, on db: DatabaseConnection) {
+        guard !read.acknowledged, read.isAcknowledgeable, let product = read.productId else { return }
         let id = GooglePlayEvent.subscriptionId(token: token)
         do {
             let claimed = try db.transaction(retries: 3) { db in
@@ -51,7 +52,10 @@ struct GooglePlayIngestion: Sendable {
             }
             guard claimed else { return }
             do {
-                try api.acknowledge(subscriptionId: product, token: token)
+                switch read.kind {
+                case .subscription: try api.acknowledge(subscriptionId: product, token: token)
+                case .product: try api.acknowledgeProduct(productId: product, token: token)
+                }
             } catch {
                 metrics.googleAcknowledgeFailures.add()
                 logger.warning("Play purchase not acknowledged; retried later", ["google.error": .string(error.code)])
@@ -84,12 +88,12 @@ struct GooglePlayIngestion: Sendable {
     /// (`gpush:<messageId>`); nil for a read of the app's post or a pull, keyed by what it
     /// states (`pullEventId`: the same state read twice is one event).
     func record(
-        _ subscription: GooglePlaySubscription, token: String, cause: String, providerEventId: String?,
+        _ read: GooglePlayRead, token: String, cause: String, providerEventId: String?,
         poster: String?, readAt: Timestamp, payload: JSONObject = [:], on db: DatabaseConnection
     ) throws -> Recorded {
         try db.transaction(retries: 3, isolation: .readCommitted) { db -> Recorded in
             try recordInTransaction(
-                subscription, token: token, cause: cause, providerEventId: providerEventId, poster: poster, readAt: readAt,
+                read, token: token, cause: cause, providerEventId: providerEventId, poster: poster, readAt: readAt,
                 payload: payload, on: db)
         }
     }
@@ -97,14 +101,13 @@ struct GooglePlayIngestion: Sendable {
     /// `record` inside the caller's open transaction (read committed): a pull of the sweeper
     /// or of `subscriptions.reconcile`, committed with its schedule and audit rows.
     func recordInTransaction(
-        _ subscription: GooglePlaySubscription, token: String, cause: String, providerEventId: String?,
+        _ read: GooglePlayRead, token: String, cause: String, providerEventId: String?,
         poster: String?, readAt: Timestamp, payload: JSONObject = [:], on db: DatabaseConnection
     ) throws(DatabaseError) -> Recorded {
-        var event = GooglePlayEvent.state(
-            subscription, token: token, cause: cause, providerEventId: providerEventId ?? "", readAt: readAt, tiers: tiers)
-        let claimed = subscription.obfuscatedAccountId.flatMap { idPattern.matches($0) ? $0 : nil }
-        let owner = try bind(
-            token: token, subscription: subscription, event: event, candidate: claimed ?? poster, now: readAt, on: db)
+        var event = read.event(
+            token: token, cause: cause, providerEventId: providerEventId ?? "", readAt: readAt, tiers: tiers, catalog: catalog)
+        let claimed = read.obfuscatedAccountId.flatMap { idPattern.matches($0) ? $0 : nil }
+        let owner = try bind(token: token, read: read, event: event, candidate: claimed ?? poster, now: readAt, on: db)
         if providerEventId == nil {
             guard let id = try Self.pullEventId(event, on: db) else {
                 let nothing = EventIngestion.Outcome(duplicate: true, status: nil, eventId: nil, users: [])
@@ -113,25 +116,30 @@ struct GooglePlayIngestion: Sendable {
             event.providerEventId = id
         }
         var stored = payload
-        stored["subscription"] = subscription.payload
+        stored[read.kind == .subscription ? "subscription" : "product"] = read.payload
         let candidates = owner.map { [$0] } ?? (claimed ?? poster).map { [$0] } ?? []
         let outcome = try EventIngestion.record(
             EventIngestion.Delivery(event: event, payload: .value(.object(stored)), candidates: candidates), now: readAt, on: db)
         return Recorded(ingestion: outcome, owner: owner)
     }
 
-    /// The purchase token of a Play subscription id the server knows.
-    static func token(of subscriptionId: String, on db: DatabaseConnection) throws(DatabaseError) -> String? {
-        try db.queryOne("SELECT purchase_token FROM billing_google_purchases WHERE subscription_id = \(subscriptionId)")?
-            .string("purchase_token")
+    /// The purchase token of a Play subscription id the server knows, and what it is.
+    static func token(of subscriptionId: String, on db: DatabaseConnection) throws(DatabaseError) -> (String, GooglePlayRead.Kind)? {
+        guard
+            let row = try db.queryOne(
+                "SELECT purchase_token, product_type FROM billing_google_purchases WHERE subscription_id = \(subscriptionId)")
+        else { return nil }
+        return (try row.string("purchase_token"), GooglePlayRead.Kind(rawValue: try row.string("product_type")) ?? .subscription)
     }
 
     /// Google refunds a purchase not acknowledged within three days of its `startTime`.
     static let acknowledgementWindowMilliseconds: Int64 = 3 * 86_400_000
 
-    /// States Google counts as paid (`isAcknowledgeable`), as SQL.
-    static let acknowledgeableStates: [SQLValue] = GooglePlaySubscription.State.allCases.filter(\.isAcknowledgeable)
-        .map { .string($0.rawValue) }
+    /// States Google counts as paid (`isAcknowledgeable`), as SQL: a subscription's and a
+    /// one-time product's.
+    static let acknowledgeableStates: [SQLValue] =
+        GooglePlaySubscription.State.allCases.filter(\.isAcknowledgeable).map { .string($0.rawValue) }
+        + [.string(GooglePlayProductPurchase.State.purchased.rawValue)]
 
     /// Paid purchases not acknowledged yet whose three days are not over (a day beyond, in
     /// case Google was late too), not claimed by a live acknowledgement and not pulled within
@@ -176,7 +184,7 @@ struct GooglePlayIngestion: Sendable {
     /// the bound one, else `candidate` or the replaced token's owner when known — bound now,
     /// and the token's waiting events attached to him.
     private func bind(
-        token: String, subscription: GooglePlaySubscription, event: StoreEvent, candidate: String?, now: Timestamp,
+        token: String, read: GooglePlayRead, event: StoreEvent, candidate: String?, now: Timestamp,
         on db: DatabaseConnection
     ) throws(DatabaseError) -> String? {
         guard let id = event.subscriptionId else { return nil }
@@ -194,14 +202,14 @@ struct GooglePlayIngestion: Sendable {
                 bound = true
             }
         }
-        let acknowledged = subscription.acknowledged ? now : nil
+        let acknowledged = read.acknowledged ? now : nil
         try db.execute(
             """
-            INSERT INTO billing_google_purchases (subscription_id, purchase_token, package_name, product_id, user_id,
+            INSERT INTO billing_google_purchases (subscription_id, purchase_token, package_name, product_type, product_id, user_id,
               linked_subscription_id, environment, state, expires_at, started_at, acknowledged_at, pulled_at, created_at)
-            VALUES (\(id), \(token), \(api.packageName), \(subscription.lineItems.first?.productId), \(owner),
-              \(event.replacesSubscriptionId), \(event.environment.rawValue), \(subscription.state.rawValue), \(event.expiresAt),
-              \(subscription.startTime), \(acknowledged), \(now), \(now))
+            VALUES (\(id), \(token), \(api.packageName), \(read.kind.rawValue), \(read.productId), \(owner),
+              \(event.replacesSubscriptionId), \(event.environment.rawValue), \(read.state), \(event.expiresAt),
+              \(read.startedAt), \(acknowledged), \(now), \(now))
             ON DUPLICATE KEY UPDATE
               user_id = COALESCE(user_id, VALUES(user_id)),
               product_id = IF(VALUES(pulled_at) >= pulled_at, COALESCE(VALUES(product_id), product_id), product_id),

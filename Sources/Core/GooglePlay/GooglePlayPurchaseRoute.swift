@@ -33,19 +33,22 @@ struct GooglePlayPurchaseRoute: Sendable {
             throw APIError.badRequest("productId and purchaseToken must not be empty", code: "invalid_body")
         }
 
-        let subscription: GooglePlaySubscription
+        // The catalog says whether the product is sold once (lifetime, non_renewing,
+        // consumable: read from purchases.productsv2) or a subscription.
+        let oneTime = ingestion.catalog[productId]?.oneTimeExpiry(purchasedAt: nil) != nil
+        let read: GooglePlayRead
         do {
-            subscription = try ingestion.read(token: token)
+            read = try ingestion.read(token: token, kind: oneTime ? .product : .subscription)
         } catch  where error.kind == .status && (error.status == 404 || error.status == 410) {
             throw APIError.unprocessable("Google Play knows no such purchase token", code: "unknown_purchase_token")
         } catch {
             context.logger.warning("Play Developer API not readable", ["google.error": .string(error.code)])
             throw APIError.unavailable("the Play Developer API could not be read, retry later", code: "provider_unavailable")
         }
-        guard subscription.lineItems.contains(where: { $0.productId == productId || $0.catalogProductId == productId }) else {
+        guard read.isOf(productId) else {
             throw APIError.unprocessable("the purchase token is not of this product", code: "product_mismatch")
         }
-        if let named = subscription.obfuscatedAccountId, named != userId {
+        if let named = read.obfuscatedAccountId, named != userId {
             throw APIError(.forbidden, code: "account_mismatch", message: "the purchase's obfuscatedExternalAccountId names another account")
         }
         let now = context.clock.now()
@@ -57,19 +60,21 @@ struct GooglePlayPurchaseRoute: Sendable {
         }
         let recorded = try ErasedUsers.whileLive(userId, on: db) {
             try ingestion.record(
-                subscription, token: token, cause: "POSTED", providerEventId: nil, poster: userId, readAt: context.clock.now(), on: db)
+                read, token: token, cause: "POSTED", providerEventId: nil, poster: userId, readAt: context.clock.now(), on: db)
         }
         if let owner = recorded.owner, owner != userId {
             // Bound by a concurrent post of another user between the check and the record.
             throw APIError.conflict("this Google Play purchase belongs to another account", code: "purchase_bound_elsewhere")
         }
-        ingestion.acknowledgeIfNeeded(subscription, token: token, now: context.clock.now(), logger: context.logger, on: db)
+        ingestion.acknowledgeIfNeeded(read, token: token, now: context.clock.now(), logger: context.logger, on: db)
         guard let snapshot = try access.loadWithQuota(userId: userId, now: context.clock.now(), cadence: catalog.cadence(of:), on: db) else {
             throw APIError.unavailable()
         }
         var json = snapshot.json
         if case .object(var object) = json {
-            object["purchase"] = ["duplicate": .bool(recorded.ingestion.duplicate), "state": .string(subscription.state.rawValue)]
+            object["purchase"] = [
+                "duplicate": .bool(recorded.ingestion.duplicate), "state": .string(read.state), "type": .string(read.kind.rawValue),
+            ]
             json = .object(object)
         }
         var response = HTTPResponse.json(.ok, json)

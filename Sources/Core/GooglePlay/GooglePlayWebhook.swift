@@ -51,9 +51,11 @@ struct GooglePushVerifier: Sendable {
 ///   records it (`GooglePlayIngestion`); while Play cannot be read, 503
 ///   `provider_unavailable` (Pub/Sub redelivers), nothing recorded. A token Play does not
 ///   know is recorded as an `unknown` event and answered 200 (nothing to redeliver for).
-/// - A voided purchase of a subscription is a `refund` of that token's subscription at the
-///   notification's time; a test notification is a `test` event; other kinds (one-time
-///   products, refund reviews) are stored as `unknown` events, answered 200.
+/// - A one-time product notification reads the purchase from `purchases.productsv2` and
+///   records it the same way.
+/// - A voided purchase is a `refund` of what that token granted, at the notification's time;
+///   a test notification is a `test` event; other kinds (refund reviews, newer ones) are
+///   stored as `unknown` events, answered 200.
 /// - The 200 is sent after the commit; the acknowledgement at Google follows it.
 struct GooglePlayWebhook: Sendable {
     let verifier: GooglePushVerifier?
@@ -97,31 +99,16 @@ struct GooglePlayWebhook: Sendable {
 
         switch push.notification {
         case .subscription(let type, let token):
-            let subscription: GooglePlaySubscription
-            do {
-                subscription = try ingestion.read(token: token)
-            } catch  where error.kind == .status && (error.status == 404 || error.status == 410) {
-                let event = notice(push, key: key, rawType: type + "/UNKNOWN_TOKEN", kind: .unknown, token: token, now: now)
-                return answer(try ingestion.recordNotice(event, payload: payload, now: now, on: db), type: event.rawType, context)
-            } catch {
-                context.logger.warning("Play Developer API not readable; the push is redelivered", ["google.error": .string(error.code)])
-                metrics.webhook(.google, .rejected)
-                context.outcome = "unavailable"
-                throw APIError.unavailable("the Play Developer API could not be read; redeliver", code: "provider_unavailable")
-            }
-            let recorded = try ingestion.record(
-                subscription, token: token, cause: type, providerEventId: key, poster: nil, readAt: context.clock.now(),
-                payload: payload, on: db)
-            ingestion.acknowledgeIfNeeded(subscription, token: token, now: context.clock.now(), logger: context.logger, on: db)
-            return answer(recorded.ingestion, type: type, context)
-        case .voided(let token, _, let productType, let refundType):
-            let subscription = productType == 1
+            return try readAndRecord(token, kind: .subscription, cause: type, push: push, key: key, payload: payload, ingestion, context, on: db)
+        case .oneTimeProduct(let type, let token, _):
+            let cause = type == 1 ? "ONE_TIME_PRODUCT_PURCHASED" : type == 2 ? "ONE_TIME_PRODUCT_CANCELED" : "ONE_TIME_PRODUCT_\(type)"
+            return try readAndRecord(token, kind: .product, cause: cause, push: push, key: key, payload: payload, ingestion, context, on: db)
+        case .voided(let token, _, _, let refundType):
+            // Whatever the product: what that token granted ends at the notification's time (a
+            // quantity-based partial refund of a one-time product too: its access is one grant).
             let event = notice(
                 push, key: key, rawType: "VOIDED_PURCHASE/" + (refundType == 2 ? "QUANTITY_BASED_PARTIAL_REFUND" : "FULL_REFUND"),
-                kind: subscription ? .refund : .unknown, token: token, now: now)
-            return answer(try ingestion.recordNotice(event, payload: payload, now: now, on: db), type: event.rawType, context)
-        case .oneTimeProduct(let type, let token, _):
-            let event = notice(push, key: key, rawType: "ONE_TIME_PRODUCT_\(type)", kind: .unknown, token: token, now: now)
+                kind: .refund, token: token, now: now)
             return answer(try ingestion.recordNotice(event, payload: payload, now: now, on: db), type: event.rawType, context)
         case .test:
             let event = notice(push, key: key, rawType: "TEST_NOTIFICATION", kind: .test, token: nil, now: now)
@@ -130,6 +117,31 @@ struct GooglePlayWebhook: Sendable {
             let event = notice(push, key: key, rawType: name.uppercased(), kind: .unknown, token: nil, now: now)
             return answer(try ingestion.recordNotice(event, payload: payload, now: now, on: db), type: event.rawType, context)
         }
+    }
+
+    /// Reads the token's state (503 `provider_unavailable` while Play cannot be read: Pub/Sub
+    /// redelivers; a token Play does not know is an `unknown` event), records it, then
+    /// acknowledges it at Google if it is not yet.
+    private func readAndRecord(
+        _ token: String, kind: GooglePlayRead.Kind, cause: String, push: GooglePlayPush, key: String, payload: JSONObject,
+        _ ingestion: GooglePlayIngestion, _ context: some DatabaseRequestContext, on db: DatabaseConnection
+    ) throws -> HTTPResponse {
+        let read: GooglePlayRead
+        do {
+            read = try ingestion.read(token: token, kind: kind)
+        } catch  where error.kind == .status && (error.status == 404 || error.status == 410) {
+            let event = notice(push, key: key, rawType: cause + "/UNKNOWN_TOKEN", kind: .unknown, token: token, now: context.clock.now())
+            return answer(try ingestion.recordNotice(event, payload: payload, now: context.clock.now(), on: db), type: event.rawType, context)
+        } catch {
+            context.logger.warning("Play Developer API not readable; the push is redelivered", ["google.error": .string(error.code)])
+            metrics.webhook(.google, .rejected)
+            context.outcome = "unavailable"
+            throw APIError.unavailable("the Play Developer API could not be read; redeliver", code: "provider_unavailable")
+        }
+        let recorded = try ingestion.record(
+            read, token: token, cause: cause, providerEventId: key, poster: nil, readAt: context.clock.now(), payload: payload, on: db)
+        ingestion.acknowledgeIfNeeded(read, token: token, now: context.clock.now(), logger: context.logger, on: db)
+        return answer(recorded.ingestion, type: cause, context)
     }
 
     /// An event of what the push says itself, at its `eventTimeMillis`.

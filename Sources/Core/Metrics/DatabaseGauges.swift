@@ -90,14 +90,14 @@ enum DatabaseGauges {
                 samples.append(MetricSample("billing_webhook_failed", ["endpoint": endpoint], Double(try row.optionalInt64("failed") ?? 0)))
                 samples.append(MetricSample("billing_webhook_attempts", ["endpoint": endpoint], Double(try row.optionalInt64("attempts") ?? 0)))
             }
-            // Paid states (GooglePlaySubscription.State.isAcknowledgeable), within the three days
+            // Paid states (GooglePlayIngestion.acknowledgeableStates), within the three days
             // and one more (GooglePlayIngestion.unacknowledged: what the sweeper still tries).
             let play = try db.queryOne(
                 """
                 SELECT COUNT(*) AS waiting, MIN(started_at) AS oldest FROM billing_google_purchases
                 WHERE acknowledged_at IS NULL AND started_at > \(now.adding(milliseconds: -4 * 86_400_000))
                   AND state IN ('SUBSCRIPTION_STATE_ACTIVE', 'SUBSCRIPTION_STATE_IN_GRACE_PERIOD', 'SUBSCRIPTION_STATE_CANCELED',
-                                'SUBSCRIPTION_STATE_ON_HOLD', 'SUBSCRIPTION_STATE_PAUSED')
+                                'SUBSCRIPTION_STATE_ON_HOLD', 'SUBSCRIPTION_STATE_PAUSED', 'PURCHASED')
                 """)
             samples.append(MetricSample("billing_google_unacknowledged", [:], Double(try play?.int64("waiting") ?? 0)))
             let limit = try play?.optionalTimestamp("oldest")?.adding(milliseconds: 3 * 86_400_000)

@@ -53,7 +53,8 @@ struct ReconcileService: Sendable {
             RevenueCatReconciler(api: $0, tiers: TierResolver(configuration), catalog: configuration.products)
         }
         let google = googlePlay.map {
-            GooglePlayIngestion(api: $0, tiers: TierResolver(configuration), idPattern: idPattern, metrics: billingMetrics)
+            GooglePlayIngestion(
+                api: $0, tiers: TierResolver(configuration), idPattern: idPattern, metrics: billingMetrics, catalog: configuration.products)
         }
         guard reconciler != nil || revenuecat != nil || google != nil else { return nil }
         return ReconcileService(
@@ -131,14 +132,14 @@ struct ReconcileService: Sendable {
                 .conflict, "the Play Developer API is not configured (google.packageName, google.serviceAccountFile)",
                 data: ["reason": "not_configured"])
         }
-        guard let token = try db.transaction({ db in try GooglePlayIngestion.token(of: subscriptionId, on: db) }) else {
+        guard let (token, kind) = try db.transaction({ db in try GooglePlayIngestion.token(of: subscriptionId, on: db) }) else {
             throw BillingError.notFound("Google Play purchase", ["subscriptionId": .string(subscriptionId)])
         }
-        var read: GooglePlaySubscription?
+        var read: GooglePlayRead?
         let result = try pull(
             .google, target: subscriptionId, audit: audit, on: db,
             owner: { db throws(DatabaseError) in try GooglePlayIngestion.owner(token: token, on: db) },
-            fetch: { () throws(ProviderAPIError) in try google.read(token: token) },
+            fetch: { () throws(ProviderAPIError) in try google.read(token: token, kind: kind) },
             record: { subscription, now, db in
                 read = subscription
                 let before = try Self.subscription(subscriptionId, on: db)
@@ -148,7 +149,7 @@ struct ReconcileService: Sendable {
                 let changed = Reconciler.essence(before) != Reconciler.essence(after)
                 let json: JSON = [
                     "provider": "google", "subscriptionId": .string(subscriptionId), "outcome": .string(changed ? "corrected" : "unchanged"),
-                    "changed": .bool(changed), "state": .string(subscription.state.rawValue),
+                    "changed": .bool(changed), "state": .string(subscription.state),
                     "eventsAdded": .int(recorded.ingestion.duplicate ? 0 : 1), "userId": JSON(recorded.owner),
                     "before": before?.reconcileJSON ?? .null, "after": after?.reconcileJSON ?? .null,
                 ]
