@@ -176,6 +176,40 @@ import Testing
         }
     }
 
+    @Test func aVoidedPurchaseListedIsTheSameEventAsItsPushAndDecodesStrictly() throws {
+        let entry: JSON = [
+            "kind": "androidpublisher#voidedPurchase", "purchaseToken": "token-a", "orderId": "GPA.3312-4455-6677-88990",
+            "purchaseTimeMillis": "1733227200000", "voidedTimeMillis": "1733313600000", "voidedSource": 2, "voidedReason": 7,
+        ]
+        let listed = try GooglePlayVoidedPurchase.decode(entry, path: "voidedPurchases[0]")
+        #expect(listed.voidedAt == Timestamp(millisecondsSinceEpoch: 1_733_313_600_000) && listed.reason == "chargeback")
+        #expect(listed.payload.objectValue?["purchaseToken"] == nil, "the inbox never keeps the token")
+        let fromList = GooglePlayEvent.voided(
+            token: listed.purchaseToken, orderId: listed.orderId, at: listed.voidedAt, reason: listed.reason, rawType: "VOIDED_PURCHASES_API")
+        let fromPush = GooglePlayEvent.voided(
+            token: "token-a", orderId: "GPA.3312-4455-6677-88990", at: now, reason: nil, rawType: "VOIDED_PURCHASE/FULL_REFUND")
+        #expect(fromList.providerEventId == fromPush.providerEventId && fromList.kind == .refund)
+        #expect(fromList.subscriptionId == GooglePlayEvent.subscriptionId(token: "token-a"))
+        let another = GooglePlayEvent.voided(token: "token-a", orderId: "GPA.3312-4455-6677-88990..1", at: now, reason: nil, rawType: "x")
+        #expect(another.providerEventId != fromPush.providerEventId, "another order of the token is another void")
+        #expect(
+            try GooglePlayVoidedPurchase.decode(["purchaseToken": "t", "voidedTimeMillis": "1", "voidedReason": 42], path: "v").reason == "other")
+        for bad: JSON in [
+            ["voidedTimeMillis": "1"], ["purchaseToken": "", "voidedTimeMillis": "1"], ["purchaseToken": "t"],
+            ["purchaseToken": "t", "voidedTimeMillis": "soon"], ["purchaseToken": "t", "voidedTimeMillis": "-5"],
+            ["purchaseToken": "t", "voidedTimeMillis": "1", "voidedReason": "remorse"], ["purchaseToken": 7, "voidedTimeMillis": "1"],
+        ] {
+            #expect(throws: PayloadError.self, "\(bad)") { try GooglePlayVoidedPurchase.decode(bad, path: "v") }
+        }
+        // A void of the period a later read still shows stands; a new paid period ends it.
+        let bought = read(subscription(.active, expires: now.adding(milliseconds: 20 * 86_400_000)), at: 0)
+        let voided = GooglePlayEvent.voided(token: "token-a", orderId: "o", at: now.adding(milliseconds: 10), reason: nil, rawType: "x")
+        let stale = read(subscription(.active, expires: now.adding(milliseconds: 20 * 86_400_000)), at: 20)
+        #expect(fold([bought, voided, stale]).subscriptions[0].phase == .revoked)
+        let renewed = read(subscription(.active, expires: now.adding(milliseconds: 50 * 86_400_000)), at: 30)
+        #expect(fold([bought, voided, stale, renewed]).subscriptions[0].phase == .active)
+    }
+
     // MARK: the push
 
     func push(_ notification: JSONObject, messageId: JSON = "136969346945", eventTime: JSON = "1733313600000") -> JSON {

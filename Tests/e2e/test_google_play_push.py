@@ -476,6 +476,40 @@ class PlayPushes(unittest.TestCase):
         status, checks, _ = doctor(env=self.fake.push_overrides())
         self.assertTrue(checks["play acknowledgements"]["ok"], checks["play acknowledgements"])
 
+    def test_the_sweeper_finds_a_void_whose_notification_was_lost_and_the_late_push_is_the_same_event(self):
+        user = known_user()
+        token = self.purchase(user)
+        self.pushed(token, PURCHASED)
+        self.assertEqual(self.snapshot(user)["tier"], "plus")
+        time.sleep(0.01)
+        voided_at = now_ms()                        # after the state the push read: Google voided it since
+        strangers = [{"kind": "androidpublisher#voidedPurchase", "purchaseToken": purchase_token(), "orderId": "GPA.9-%d" % i,
+                      "purchaseTimeMillis": str(voided_at - DAY), "voidedTimeMillis": str(voided_at - i),
+                      "voidedSource": 0, "voidedReason": 1} for i in range(3)]
+        ours = {"kind": "androidpublisher#voidedPurchase", "purchaseToken": token, "orderId": "GPA.3312-4455-6677-88990",
+                "purchaseTimeMillis": str(voided_at - DAY), "voidedTimeMillis": str(voided_at), "voidedSource": 2,
+                "voidedReason": 7}
+        self.fake.voided[:] = strangers + [ours]    # four entries: two pages
+        sweeper = ReconcilingDaemon(self.fake, self.tmp, "google-voided-rpc", sweep_every=1)
+        try:
+            self.assertTrue(wait_until(lambda: self.snapshot(user)["phase"] == "revoked", 30), "the listing voided it")
+            listings = lambda: sum(1 for m, p in self.fake.requests if m == "GET" and "/voidedpurchases?" in p)
+            first = listings()
+            self.assertTrue(wait_until(lambda: listings() >= first + 2, 30), "listed again")
+        finally:
+            sweeper.stopped_log()
+        rows = sql("SELECT event_type, reason FROM billing_events WHERE provider = 'google_play' AND kind = 'refund' "
+                   "AND subscription_id = CONCAT('gp:', SHA2(" + sql_string(token) + ", 256))")
+        self.assertEqual(rows, [["VOIDED_PURCHASES_API", "chargeback"]], "one event, however often it was listed")
+        body = self.fake.push_body({"voidedPurchaseNotification": {"purchaseToken": token, "orderId": ours["orderId"],
+                                                                   "productType": 1, "refundType": 1}})
+        status, answer = self.worker.request("POST", PUSH, body=body, headers={"Authorization": "Bearer " + self.fake.push_token()})
+        self.assertEqual((status, answer["duplicate"]), (200, True), "the late push of the same void is the same event")
+        for stranger in strangers:
+            self.assertEqual(sql("SELECT COUNT(*) FROM billing_events WHERE subscription_id = CONCAT('gp:', SHA2("
+                                 + sql_string(stranger["purchaseToken"]) + ", 256))"), [["0"]], "a token never seen records nothing")
+        self.consistent(user)
+
     def test_the_sweeper_pulls_an_overdue_renewal_and_reconcile_pulls_a_users_play_purchases(self):
         user = known_user()
         token = self.purchase(user, expires=now_ms() - 2 * HOUR, start_ms=now_ms() - 30 * DAY)

@@ -21,7 +21,10 @@ the end-to-end tests, answering their real shapes:
   obfuscatedExternalAccountId, testPurchaseContext, acknowledgementState), and
   `POST /androidpublisher/v3/applications/{packageName}/purchases/subscriptions/
   {subscriptionId}/tokens/{token}:acknowledge` or `…/purchases/products/{productId}/tokens/
-  {token}:acknowledge` (an empty 200). Errors are Google's
+  {token}:acknowledge` (an empty 200), and `GET …/purchases/voidedpurchases?startTime&type&token`
+  (`voided`: VoidedPurchase entries {purchaseToken, purchaseTimeMillis, voidedTimeMillis,
+  orderId, voidedSource, voidedReason}, paged by `voided_page_size` with tokenPagination;
+  without `type=1` only one-time products, as Google does). Errors are Google's
   `{"error": {"code", "message", "status"}}`: 401 UNAUTHENTICATED without a valid access
   token, 404 NOT_FOUND for a token or package it does not know, 503 UNAVAILABLE when `down`.
 
@@ -138,6 +141,8 @@ class FakeGoogle:
         self.email = "billing-reader@fcgibilling-e2e.iam.gserviceaccount.com"
         self.purchases = {}
         self.products = {}          # one-time product purchases by token (product_v2)
+        self.voided = []            # VoidedPurchase entries purchases.voidedpurchases.list answers
+        self.voided_page_size = 2   # small, so a listing takes several pages (tokenPagination)
         self.acknowledged = {}
         self.grants = 0
         self.refused_grants = []
@@ -309,6 +314,20 @@ class FakeGoogle:
             if purchase is None:
                 return google_error(handler, 404, "The purchase token was not found.", "NOT_FOUND")
             return send_json(handler, 200, purchase, {})
+        if method == "GET" and rest == "purchases/voidedpurchases":
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(handler.path).query)
+            since = int(query.get("startTime", ["0"])[0])
+            with self.lock:
+                listed = [v for v in self.voided if int(v["voidedTimeMillis"]) >= since
+                          and (query.get("type", ["0"])[0] == "1" or v.get("_oneTime"))]
+            start = int(query.get("token", ["0"])[0] or 0)
+            page = [{k: v for k, v in entry.items() if not k.startswith("_")}
+                    for entry in listed[start:start + self.voided_page_size]]
+            answer = {"pageInfo": {"totalResults": len(listed), "resultPerPage": self.voided_page_size, "startIndex": start},
+                      "voidedPurchases": page}
+            if start + self.voided_page_size < len(listed):
+                answer["tokenPagination"] = {"nextPageToken": str(start + self.voided_page_size)}
+            return send_json(handler, 200, answer, {})
         if method == "GET" and rest.startswith("purchases/productsv2/tokens/"):
             purchase = self.products.get(rest[len("purchases/productsv2/tokens/"):])
             if purchase is None:

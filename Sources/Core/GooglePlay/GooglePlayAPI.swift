@@ -50,6 +50,32 @@ struct GooglePlayAPI: Sendable {
         _ = try authorized { () throws(ProviderAPIError) -> JSON in try client.post(url, body: [:], headers: headers) }
     }
 
+    /// `GET …/purchases/voidedpurchases?type=1&startTime=…`: one page of the purchases
+    /// (subscriptions and one-time products) voided since `since`, and the next page's token.
+    func voidedPurchases(since: Timestamp, pageToken: String?) throws(ProviderAPIError) -> (
+        purchases: [GooglePlayVoidedPurchase], nextPageToken: String?
+    ) {
+        var url = applicationURL + "/purchases/voidedpurchases?type=1&maxResults=1000&startTime=\(since.millisecondsSinceEpoch)"
+        if let pageToken { url += "&token=" + ProviderAPIClient.percentEncoded(pageToken) }
+        let json = try authorized { () throws(ProviderAPIError) -> JSON in try client.get(url, headers: headers) }
+        do {
+            let r = try PayloadReader(json, path: "")
+            guard let items = r.value("voidedPurchases")?.arrayValue ?? (r.value("voidedPurchases") == nil ? [] : nil) else {
+                throw PayloadError("voidedPurchases", "expected an array")
+            }
+            let purchases = try items.enumerated().map { (index, item) throws(PayloadError) in
+                try GooglePlayVoidedPurchase.decode(item, path: "voidedPurchases[\(index)]")
+            }
+            let next =
+                try r.value("tokenPagination").map { (v) throws(PayloadError) in
+                    try PayloadReader(v, path: "tokenPagination").string("nextPageToken", maxLength: 1024)
+                } ?? nil
+            return (purchases, next.flatMap { $0.isEmpty ? nil : $0 })
+        } catch {
+            throw ProviderAPIError(.malformedResponse, status: 200, detail: "VoidedPurchasesListResponse: \(error)")
+        }
+    }
+
     /// The token's state, of the kind the caller knows it is.
     func read(token: String, kind: GooglePlayRead.Kind) throws(ProviderAPIError) -> GooglePlayRead {
         switch kind {

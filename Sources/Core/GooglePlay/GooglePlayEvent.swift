@@ -92,6 +92,17 @@ enum GooglePlayEvent {
             expiresAt: kind == .nonRenewingPurchase ? expiresAt : nil)
     }
 
+    /// A voided purchase (refunded, canceled or charged back), from a push or the Voided
+    /// Purchases API: a `refund` of what the token granted at `at`, keyed by the token and
+    /// the order so that the push and the API's listing of one void are one event.
+    static func voided(token: String, orderId: String?, at: Timestamp, reason: String?, rawType: String) -> StoreEvent {
+        let subscription = subscriptionId(token: token)
+        let key = "gvoid:" + subscription.dropFirst(3).prefix(24) + ":" + (orderId ?? "-").utf8Prefix(150)
+        return StoreEvent(
+            provider: .googlePlay, providerEventId: key, rawType: String(rawType.prefix(64)), kind: .refund, intrinsicAt: at,
+            subscriptionId: subscription, platform: "google_play", cancelReason: reason)
+    }
+
     /// A digest of what a state says (not when it was read): the same state read twice is
     /// one event (`GooglePlayIngestion.pullEventId`).
     static func digest(_ event: StoreEvent) -> String {

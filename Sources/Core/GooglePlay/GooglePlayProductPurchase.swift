@@ -55,6 +55,43 @@ struct GooglePlayProductPurchase: Sendable, Equatable {
     }
 }
 
+/// One entry of `purchases.voidedpurchases.list`: a purchase Google refunded, canceled or
+/// charged back, with why (`voidedReason`) and who (`voidedSource`).
+struct GooglePlayVoidedPurchase: Sendable, Equatable {
+    var purchaseToken: String
+    var orderId: String?
+    var voidedAt: Timestamp
+    /// `voidedReason` as a word (`remorse`, `chargeback`, …), `other` for a code not known.
+    var reason: String?
+    /// The entry as the inbox keeps it: the token replaced by its subscription id.
+    var payload: JSON
+
+    static let reasons = [
+        0: "other", 1: "remorse", 2: "not_received", 3: "defective", 4: "accidental_purchase", 5: "fraud", 6: "friendly_fraud",
+        7: "chargeback", 8: "unacknowledged_purchase",
+    ]
+
+    static func decode(_ json: JSON, path: String) throws(PayloadError) -> GooglePlayVoidedPurchase {
+        let r = try PayloadReader(json, path: path)
+        let token = try r.requiredString("purchaseToken", maxLength: 4096)
+        guard !token.isEmpty else { throw PayloadError("\(path).purchaseToken", "must not be empty") }
+        guard let text = try r.string("voidedTimeMillis", maxLength: 20), let ms = Int64(text), (0...253_402_300_799_999).contains(ms)
+        else {
+            throw PayloadError("\(path).voidedTimeMillis", "required int64 milliseconds")
+        }
+        let reason = try r.value("voidedReason").map { (v) throws(PayloadError) -> String in
+            guard let code = v.int64Value else { throw PayloadError("\(path).voidedReason", "expected an integer") }
+            return reasons[Int(code)] ?? "other"
+        }
+        var payload = json.objectValue ?? [:]
+        payload["purchaseToken"] = nil
+        payload["purchaseTokenSubscriptionId"] = .string(GooglePlayEvent.subscriptionId(token: token))
+        return GooglePlayVoidedPurchase(
+            purchaseToken: token, orderId: try r.string("orderId", maxLength: 191), voidedAt: Timestamp(millisecondsSinceEpoch: ms),
+            reason: reason, payload: .object(payload))
+    }
+}
+
 /// What the Play Developer API said of one purchase token, a subscription or a one-time
 /// product: what recording, binding and acknowledging it need, whichever it is.
 struct GooglePlayRead: Sendable, Equatable {

@@ -53,7 +53,9 @@ struct GooglePushVerifier: Sendable {
 ///   know is recorded as an `unknown` event and answered 200 (nothing to redeliver for).
 /// - A one-time product notification reads the purchase from `purchases.productsv2` and
 ///   records it the same way.
-/// - A voided purchase is a `refund` of what that token granted, at the notification's time;
+/// - A voided purchase is a `refund` of what that token granted, at the notification's time,
+///   keyed by token and order (`gvoid:…`: the same void listed by the Voided Purchases API is
+///   the same event);
 ///   a test notification is a `test` event; other kinds (refund reviews, newer ones) are
 ///   stored as `unknown` events, answered 200.
 /// - The 200 is sent after the commit; the acknowledgement at Google follows it.
@@ -103,12 +105,12 @@ struct GooglePlayWebhook: Sendable {
         case .oneTimeProduct(let type, let token, _):
             let cause = type == 1 ? "ONE_TIME_PRODUCT_PURCHASED" : type == 2 ? "ONE_TIME_PRODUCT_CANCELED" : "ONE_TIME_PRODUCT_\(type)"
             return try readAndRecord(token, kind: .product, cause: cause, push: push, key: key, payload: payload, ingestion, context, on: db)
-        case .voided(let token, _, _, let refundType):
+        case .voided(let token, let orderId, _, let refundType):
             // Whatever the product: what that token granted ends at the notification's time (a
             // quantity-based partial refund of a one-time product too: its access is one grant).
-            let event = notice(
-                push, key: key, rawType: "VOIDED_PURCHASE/" + (refundType == 2 ? "QUANTITY_BASED_PARTIAL_REFUND" : "FULL_REFUND"),
-                kind: .refund, token: token, now: now)
+            let event = GooglePlayEvent.voided(
+                token: token, orderId: orderId, at: push.eventTime ?? now, reason: nil,
+                rawType: "VOIDED_PURCHASE/" + (refundType == 2 ? "QUANTITY_BASED_PARTIAL_REFUND" : "FULL_REFUND"))
             return answer(try ingestion.recordNotice(event, payload: payload, now: now, on: db), type: event.rawType, context)
         case .test:
             let event = notice(push, key: key, rawType: "TEST_NOTIFICATION", kind: .test, token: nil, now: now)

@@ -277,7 +277,10 @@ struct ReconcileService: Sendable {
         for provider in providers {
             try sweep(provider, on: db, into: &summary, lag: &lag, while: keepGoing)
         }
-        if google != nil { try sweepAcknowledgements(on: db, into: &summary, while: keepGoing) }
+        if google != nil {
+            try sweepAcknowledgements(on: db, into: &summary, while: keepGoing)
+            try sweepVoided(on: db, into: &summary)
+        }
         summary.lagSeconds = lag ?? 0
         metrics.sweepLagSeconds.set(Int(summary.lagSeconds))
         metrics.sweeps.add()
@@ -350,6 +353,68 @@ struct ReconcileService: Sendable {
             guard try db.transaction({ db in try schedule.claim(subscriptionId, provider: .google, now: now, on: db) }) else { continue }
             summary.selected += 1
             guard tally(try pullGoogle(subscriptionId: subscriptionId, on: db), pause: pause, into: &summary) else { return }
+        }
+    }
+
+    /// The schedule row of the Voided Purchases API's listing (provider google).
+    static let voidedPurchasesTarget = "voidedpurchases"
+
+    /// Purchases Google voided (refunds, cancellations, chargebacks) whose notification may
+    /// have been lost: at most once per `reconcile.intervalSeconds`, the Voided Purchases
+    /// API's list since the last listing (a day of overlap, at most the 30 days it keeps),
+    /// each entry of a token the server knows recorded as the refund a push would have been
+    /// (the same key: one void is one event, whichever came first).
+    private func sweepVoided(on db: DatabaseConnection, into summary: inout SweepSummary) throws {
+        guard let google else { return }
+        let target = Self.voidedPurchasesTarget
+        let now = clock.now()
+        if pauses[.google]!.isPaused(at: now) { return }
+        guard try db.transaction({ db in try schedule.claim(target, provider: .google, now: now, on: db) }) else { return }
+        let last = try db.transaction { db in
+            try db.queryOne(
+                "SELECT last_success_at FROM billing_reconcile_state WHERE provider = 'google' AND subscription_id = \(target)"
+            )?.optionalTimestamp("last_success_at")
+        }
+        let oldest = now.adding(milliseconds: -30 * 86_400_000)
+        let since = max(oldest, (last ?? oldest).adding(milliseconds: -86_400_000))
+        var voided: [GooglePlayVoidedPurchase] = []
+        do {
+            var page: String?
+            for _ in 0..<20 {
+                let answer = try google.api.voidedPurchases(since: since, pageToken: page)
+                voided += answer.purchases
+                guard let next = answer.nextPageToken else { break }
+                page = next
+            }
+        } catch {
+            summary.failed += 1
+            metrics.pulled(error.kind == .rateLimited ? .rateLimited : .failed, provider: .google)
+            metrics.apiError(error, provider: .google)
+            logger.warning("reconcile.voided.failed", ["reconcile.error": .string(error.code)])
+            _ = try db.transaction(retries: 3) { db in try schedule.recordFailure(target, provider: .google, error: error, now: now, on: db) }
+            return
+        }
+        var recorded = 0
+        for item in voided {
+            let event = GooglePlayEvent.voided(
+                token: item.purchaseToken, orderId: item.orderId, at: item.voidedAt, reason: item.reason, rawType: "VOIDED_PURCHASES_API")
+            let known = try db.transaction { db in
+                try db.queryOne("SELECT 1 AS known FROM billing_google_purchases WHERE subscription_id = \(event.subscriptionId)") != nil
+            }
+            guard known else { continue }  // a purchase this server never saw: nothing it granted here
+            let outcome = try google.recordNotice(event, payload: ["voidedPurchase": item.payload], now: now, on: db)
+            if !outcome.duplicate { recorded += 1 }
+        }
+        try db.transaction(retries: 3) { db in
+            try schedule.recordSuccess(target, provider: .google, environment: nil, changed: recorded > 0, now: now, on: db)
+        }
+        metrics.pulled(recorded > 0 ? .corrected : .unchanged, provider: .google)
+        summary.selected += 1
+        if recorded > 0 {
+            summary.corrected += 1
+            logger.info("reconcile.voided", ["reconcile.listed": .int(Int64(voided.count)), "reconcile.eventsAdded": .int(Int64(recorded))])
+        } else {
+            summary.unchanged += 1
         }
     }
 
