@@ -477,11 +477,18 @@ class PlayPushes(unittest.TestCase):
         self.assertTrue(checks["play acknowledgements"]["ok"], checks["play acknowledgements"])
 
     def test_the_sweeper_finds_a_void_whose_notification_was_lost_and_the_late_push_is_the_same_event(self):
-        user = known_user()
-        token = self.purchase(user)
+        user, early = known_user(), known_user()
+        token, early_token = self.purchase(user), self.purchase(early)
         self.pushed(token, PURCHASED)
+        self.pushed(early_token, PURCHASED)
         self.assertEqual(self.snapshot(user)["tier"], "plus")
         time.sleep(0.01)
+        # The other order: a void pushed first, then listed.
+        early_void = {"purchaseToken": early_token, "orderId": "GPA.3312-1111-2222-33334", "productType": 1, "refundType": 1}
+        status, answer = self.worker.request("POST", PUSH, body=self.fake.push_body({"voidedPurchaseNotification": early_void}),
+                                             headers={"Authorization": "Bearer " + self.fake.push_token()})
+        self.assertEqual((status, answer["duplicate"]), (200, False), answer)
+        self.assertEqual(self.snapshot(early)["phase"], "revoked")
         voided_at = now_ms()                        # after the state the push read: Google voided it since
         strangers = [{"kind": "androidpublisher#voidedPurchase", "purchaseToken": purchase_token(), "orderId": "GPA.9-%d" % i,
                       "purchaseTimeMillis": str(voided_at - DAY), "voidedTimeMillis": str(voided_at - i),
@@ -489,7 +496,10 @@ class PlayPushes(unittest.TestCase):
         ours = {"kind": "androidpublisher#voidedPurchase", "purchaseToken": token, "orderId": "GPA.3312-4455-6677-88990",
                 "purchaseTimeMillis": str(voided_at - DAY), "voidedTimeMillis": str(voided_at), "voidedSource": 2,
                 "voidedReason": 7}
-        self.fake.voided[:] = strangers + [ours]    # four entries: two pages
+        listed_early = {"kind": "androidpublisher#voidedPurchase", "purchaseToken": early_token, "orderId": early_void["orderId"],
+                        "purchaseTimeMillis": str(voided_at - DAY), "voidedTimeMillis": str(voided_at - 5), "voidedSource": 1,
+                        "voidedReason": 1}
+        self.fake.voided[:] = strangers + [listed_early, ours]    # five entries: three pages
         sweeper = ReconcilingDaemon(self.fake, self.tmp, "google-voided-rpc", sweep_every=1)
         try:
             self.assertTrue(wait_until(lambda: self.snapshot(user)["phase"] == "revoked", 30), "the listing voided it")
@@ -501,6 +511,10 @@ class PlayPushes(unittest.TestCase):
         rows = sql("SELECT event_type, reason FROM billing_events WHERE provider = 'google_play' AND kind = 'refund' "
                    "AND subscription_id = CONCAT('gp:', SHA2(" + sql_string(token) + ", 256))")
         self.assertEqual(rows, [["VOIDED_PURCHASES_API", "chargeback"]], "one event, however often it was listed")
+        rows = sql("SELECT event_type FROM billing_events WHERE provider = 'google_play' AND kind = 'refund' "
+                   "AND subscription_id = CONCAT('gp:', SHA2(" + sql_string(early_token) + ", 256))")
+        self.assertEqual(rows, [["VOIDED_PURCHASE/FULL_REFUND"]], "pushed first, then listed: one event, the push's")
+        self.consistent(early)
         body = self.fake.push_body({"voidedPurchaseNotification": {"purchaseToken": token, "orderId": ours["orderId"],
                                                                    "productType": 1, "refundType": 1}})
         status, answer = self.worker.request("POST", PUSH, body=body, headers={"Authorization": "Bearer " + self.fake.push_token()})
