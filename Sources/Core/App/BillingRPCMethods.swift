@@ -45,7 +45,9 @@ enum BillingRPCMethods {
     }
 
     /// How `events.retryQuarantined` re-runs each provider's quarantined deliveries: App Store
-    /// notifications are verified again with the current trust settings. The RevenueCat
+    /// notifications are verified again with the current trust settings; Play pushes (their
+    /// OIDC token verified on arrival) are checked against the current `google.packageName`
+    /// and read from Play like a fresh push. The RevenueCat
     /// route quarantines nothing it could re-verify (its only check is the shared secret,
     /// which a stored body cannot prove), so it registers none.
     static func quarantineReplayers(services: BillingServices) -> QuarantineReplayers {
@@ -58,6 +60,11 @@ enum BillingRPCMethods {
             try AppleQuarantineReplay.replay(
                 delivery, verifier: verifier, catalog: catalog, idPattern: idPattern, policy: policy,
                 now: now, on: db)
+        }
+        let play = services.googlePlayIngestion
+        let logger = services.logger
+        replayers.register(provider: EventProvider.googlePlay.rawValue) { delivery, now, db in
+            try GooglePlayQuarantineReplay.replay(delivery, ingestion: play, logger: logger, now: now, on: db)
         }
         return replayers
     }

@@ -23,11 +23,7 @@ enum BillingRoutes {
         let offerings = OfferingsRoute(offerings: services.offerings, catalog: services.catalog, tiers: services.tiers)
         let keys = SigningKeysRoute(signer: services.entitlementTokens)
         let offerSignatures = AppleOfferSignatureRoute(signer: services.offerSigner, offerings: services.offerings, metrics: services.metrics)
-        let play = services.googlePlay.map {
-            GooglePlayIngestion(
-                api: $0, tiers: services.tiers, idPattern: services.idPattern, metrics: services.metrics,
-                catalog: services.configuration.products)
-        }
+        let play = services.googlePlayIngestion
         let google = GooglePlayWebhook(
             verifier: services.googlePush, ingestion: play, maxBodyBytes: services.configuration.server.maxBodyBytes,
             metrics: services.metrics)

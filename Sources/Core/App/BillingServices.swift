@@ -40,6 +40,9 @@ final class BillingServices: Sendable {
     let offerSigner: AppleOfferSigner?
     /// nil without `google.packageName` and `google.serviceAccountFile`.
     let googlePlay: GooglePlayAPI?
+    /// Play purchases into the inbox and fold, for the push, the app's post, the sweeper and
+    /// the quarantine's re-runs (nil with `googlePlay`).
+    let googlePlayIngestion: GooglePlayIngestion?
     /// nil without `google.pushAudience` and `google.pushServiceAccount`: the Play push route
     /// then answers 501.
     let googlePush: GooglePushVerifier?
@@ -72,9 +75,12 @@ final class BillingServices: Sendable {
         self.offerSigner = try AppleOfferSigner.load(configuration.apple)
         self.googlePlay = try GooglePlayAPI.load(configuration.google, clock: clock)
         self.googlePush = try GooglePushVerifier.load(configuration.google, logger: logger, clock: clock)
+        let (tiers, metrics) = (self.tiers, self.metrics)
+        self.googlePlayIngestion = googlePlay.map {
+            GooglePlayIngestion(api: $0, tiers: tiers, idPattern: pattern, metrics: metrics, catalog: configuration.products)
+        }
         self.reconcile = try ReconcileService.load(
-            configuration, verifier: appleVerifier, idPattern: pattern, googlePlay: googlePlay, metrics: metrics, logger: logger,
-            clock: clock)
+            configuration, verifier: appleVerifier, idPattern: pattern, googlePlay: googlePlayIngestion, logger: logger, clock: clock)
         let auth = configuration.auth
         if auth.hasKeys {
             guard let issuer = auth.issuer, let audience = auth.audience else {

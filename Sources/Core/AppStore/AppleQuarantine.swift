@@ -1,60 +1,18 @@
 /// App Store notifications whose signature verified but that failed a setting (bundle id,
-/// app id, environment: `AppleVerificationError.isSettingMismatch`), kept in
-/// `billing_quarantine` so an operator who fixes the setting can re-run them (SPEC §5, §13).
-/// Only the `signedPayload` is stored; rows are deduplicated by the notification's verified
-/// `notificationUUID` (`provider_event_id`, a unique key: whatever the spelling of its JWS —
-/// an equivalent signature —, one notification is one row, SPEC §19) and by the body's
-/// SHA-256; a re-delivery counts, it adds no row. Unresolved rows are bounded in rows
-/// (`maxOpenRows`) and bytes (`maxOpenBytes`): beyond either, a new delivery is refused and
-/// logged, and Apple keeps retrying it.
+/// app id, environment: `AppleVerificationError.isSettingMismatch`), kept in the quarantine
+/// (`Quarantine`) so an operator who fixes the setting can re-run them (SPEC §5, §13). Only
+/// the `signedPayload` is stored, one row per verified `notificationUUID` whatever the
+/// spelling of its JWS (an equivalent signature, SPEC §19).
 enum AppleQuarantine {
-    static let maxOpenRows = 10_000
-    static let maxOpenBytes: Int64 = 64 << 20
-
     /// Returns the row id, or nil when the quarantine is full.
     @discardableResult
     static func record(
         provider: EventProvider, signedPayload: String, error: AppleVerificationError,
         now: Timestamp, on db: DatabaseConnection
     ) throws -> UInt64? {
-        let body = Array(signedPayload.utf8)
-        let hash = SHA256.hexHash(body)
-        let detail = error.detail.map { String($0.prefix(255)) }
-        let notification = error.notificationUUID.map { $0.utf8Prefix(191) }
-        return try db.transaction(retries: 3) { db -> UInt64? in
-            if let row = try db.queryOne(
-                """
-                SELECT id FROM billing_quarantine WHERE provider = \(provider.rawValue)
-                  AND (payload_sha256 = \(hash) OR provider_event_id = \(notification)) ORDER BY id LIMIT 1 FOR UPDATE
-                """)
-            {
-                let id = try row.uint64("id")
-                try db.execute(
-                    """
-                    UPDATE billing_quarantine SET deliveries = deliveries + 1, last_received_at = \(now),
-                      reason = \(error.reason.rawValue), reason_detail = \(detail) WHERE id = \(id)
-                    """)
-                return id
-            }
-            guard
-                let open = try db.queryOne(
-                    """
-                    SELECT COUNT(*) AS n, CAST(COALESCE(SUM(LENGTH(payload)), 0) AS SIGNED) AS bytes
-                    FROM billing_quarantine WHERE resolved_at IS NULL
-                    """)
-            else { return nil }
-            guard try open.int64("n") < Int64(maxOpenRows), try open.int64("bytes") + Int64(body.count) <= maxOpenBytes else {
-                return nil
-            }
-            let inserted = try db.execute(
-                """
-                INSERT INTO billing_quarantine (provider, provider_event_id, reason, reason_detail, payload_sha256, payload,
-                  received_at, last_received_at)
-                VALUES (\(provider.rawValue), \(notification), \(error.reason.rawValue), \(detail), \(hash), \(body), \(now), \(now))
-                ON DUPLICATE KEY UPDATE deliveries = deliveries + 1, last_received_at = VALUES(last_received_at)
-                """)
-            return inserted.lastInsertID
-        }
+        try Quarantine.record(
+            provider: provider, deliveryId: error.notificationUUID, reason: error.reason.rawValue, detail: error.detail,
+            body: Array(signedPayload.utf8), now: now, on: db)
     }
 }
 
@@ -92,11 +50,8 @@ enum AppleQuarantineReplay {
         }
         let recorded = try AppleIngestion.record(delivery, policy: policy, now: now, on: db)
         if !recorded.duplicate, let eventId = recorded.eventId { return QuarantineReplay(.applied(eventId: eventId)) }
-        let existing = try db.queryOne(
-            """
-            SELECT id FROM billing_events WHERE provider = \(delivery.event.provider.rawValue)
-              AND provider_event_id = \(delivery.event.providerEventId)
-            """)?.uint64("id")
+        let existing = try Quarantine.existingEvent(
+            provider: delivery.event.provider, providerEventId: delivery.event.providerEventId, on: db)
         return QuarantineReplay(.duplicate(eventId: existing))
     }
 }

@@ -5,13 +5,13 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
         register(
             "events.list", summary: "Inbox events newest first, without payloads (page with nextCursor)",
             params:
-                "{userId?, provider?: revenuecat|apple_notification|apple_transaction, status?: applied|unmatched|ignored|failed, cursor?: integer, limit?: 1..1000 (50)}"
+                "{userId?, provider?: \(EventProvider.allCases.map(\.rawValue).joined(separator: "|")), status?: applied|unmatched|ignored|failed, cursor?: integer, limit?: 1..1000 (50)}"
         ) { request, context in
             let p = request.params
             try p.expectOnly("userId", "provider", "status", "cursor", "limit")
             let userId = try p.optionalString("userId", maxLength: 128)
             if let userId { try ErasedUsers.refuseErased(userId, on: try context.requireDatabase()) }
-            let provider = try p.optionalString("provider", oneOf: ["revenuecat", "apple_notification", "apple_transaction"])
+            let provider = try p.optionalString("provider", oneOf: EventProvider.allCases.map(\.rawValue))
             let status = try p.optionalString("status", oneOf: ["applied", "unmatched", "ignored", "failed"])
             let cursor = try p.optionalInt("cursor", in: 1...Int.max).map(UInt64.init)
             let limit = try p.optionalInt("limit", in: 1...1000) ?? 50

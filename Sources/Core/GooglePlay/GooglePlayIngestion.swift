@@ -162,15 +162,22 @@ struct GooglePlayIngestion: Sendable {
     /// this server does not fold yet) for the token's owner, in its own transaction.
     func recordNotice(_ event: StoreEvent, payload: JSONObject, now: Timestamp, on db: DatabaseConnection) throws -> EventIngestion.Outcome {
         try db.transaction(retries: 3, isolation: .readCommitted) { db in
-            var owner: String?
-            if let id = event.subscriptionId {
-                owner = try db.queryOne("SELECT user_id FROM billing_google_purchases WHERE subscription_id = \(id) LOCK IN SHARE MODE")?
-                    .optionalString("user_id")
-            }
-            return try EventIngestion.record(
-                EventIngestion.Delivery(event: event, payload: .value(.object(payload)), candidates: owner.map { [$0] } ?? []),
-                now: now, on: db)
+            try recordNoticeInTransaction(event, payload: payload, now: now, on: db)
         }
+    }
+
+    /// `recordNotice` inside the caller's open transaction (a quarantined push re-run).
+    func recordNoticeInTransaction(
+        _ event: StoreEvent, payload: JSONObject, now: Timestamp, on db: DatabaseConnection
+    ) throws(DatabaseError) -> EventIngestion.Outcome {
+        var owner: String?
+        if let id = event.subscriptionId {
+            owner = try db.queryOne("SELECT user_id FROM billing_google_purchases WHERE subscription_id = \(id) LOCK IN SHARE MODE")?
+                .optionalString("user_id")
+        }
+        return try EventIngestion.record(
+            EventIngestion.Delivery(event: event, payload: .value(.object(payload)), candidates: owner.map { [$0] } ?? []),
+            now: now, on: db)
     }
 
     /// The token's owner (`billing_google_purchases.user_id`), read under a shared lock.

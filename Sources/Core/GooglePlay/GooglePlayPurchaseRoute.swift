@@ -39,7 +39,7 @@ struct GooglePlayPurchaseRoute: Sendable {
         let read: GooglePlayRead
         do {
             read = try ingestion.read(token: token, kind: oneTime ? .product : .subscription)
-        } catch  where error.kind == .status && (error.status == 404 || error.status == 410) {
+        } catch  where error.isUnknownToken {
             throw APIError.unprocessable("Google Play knows no such purchase token", code: "unknown_purchase_token")
         } catch {
             context.logger.warning("Play Developer API not readable", ["google.error": .string(error.code)])

@@ -63,7 +63,7 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
     private static func playCall<T>(_ call: () throws(ProviderAPIError) -> T) throws -> T {
         do {
             return try call()
-        } catch  where error.kind == .status && (error.status == 404 || error.status == 410) {
+        } catch  where error.isUnknownToken {
             throw BillingError(
                 .notFound, "Google Play knows no such subscription purchase token", data: ["status": .int(Int64(error.status ?? 404))])
         } catch {

@@ -42,9 +42,11 @@ struct GooglePushVerifier: Sendable {
 ///
 /// - Refused before anything is read or written, never stored: a push without a valid OIDC
 ///   token (401 with the reason), a body that is not a push (400).
-/// - A push for another `packageName` is 422 `package_mismatch`, not stored: Pub/Sub keeps
-///   redelivering it (for its retention, 7 days by default) until `google.packageName` is set
-///   right, and the log and `billing_webhook_events_total{provider="google"}` say so.
+/// - A push for another `packageName` is a setting mismatch: 422 `package_mismatch`, kept in
+///   the quarantine like the App Store's (`Quarantine`: the push's body, one row per
+///   `messageId`, counted as `outcome="quarantined"`), re-run by `events.retryQuarantined`
+///   once `google.packageName` is right (`GooglePlayQuarantineReplay`); Pub/Sub redelivers
+///   it meanwhile (for its retention, 7 days by default).
 /// - Deduplicated by `messageId` (the inbox's unique key `gpush:<messageId>`): a redelivery
 ///   answers 200 `{duplicate: true}` without reading Play again.
 /// - A subscription notification reads the token's state from the Play Developer API and
@@ -85,39 +87,23 @@ struct GooglePlayWebhook: Sendable {
             refused("malformed", context)
             throw error
         }
+        let db = try context.requireDatabase()
         guard push.packageName == ingestion.api.packageName else {
-            refused("package_mismatch", context)
+            // Verified as Google's, refused by our setting: kept for a re-run once it is fixed.
+            let row = try Quarantine.record(
+                provider: .googlePlay, deliveryId: push.key, reason: "package_mismatch",
+                detail: "packageName " + push.packageName, body: request.body, now: now, on: db)
+            refused("package_mismatch", quarantined: row, context)
             throw APIError.unprocessable("the notification is for another app than google.packageName", code: "package_mismatch")
         }
-        let db = try context.requireDatabase()
-        let key = "gpush:" + push.messageId
-        if try db.queryOne(
-            "SELECT 1 AS seen FROM billing_events WHERE provider = \(EventProvider.googlePlay.rawValue) AND provider_event_id = \(key)") != nil
-        {
+        if try Quarantine.existingEvent(provider: .googlePlay, providerEventId: push.key, on: db) != nil {
             return answer(EventIngestion.Outcome(duplicate: true, status: nil, eventId: nil, users: []), type: "duplicate", context)
         }
-        var payload: JSONObject = ["messageId": .string(push.messageId), "notification": Self.scrubbed(push.developerNotification)]
-        payload["eventTimeMillis"] = push.eventTime.map { .int($0.millisecondsSinceEpoch) } ?? .null
-
-        switch push.notification {
-        case .subscription(let type, let token):
-            return try readAndRecord(token, kind: .subscription, cause: type, push: push, key: key, payload: payload, ingestion, context, on: db)
-        case .oneTimeProduct(let type, let token, _):
-            let cause = type == 1 ? "ONE_TIME_PRODUCT_PURCHASED" : type == 2 ? "ONE_TIME_PRODUCT_CANCELED" : "ONE_TIME_PRODUCT_\(type)"
-            return try readAndRecord(token, kind: .product, cause: cause, push: push, key: key, payload: payload, ingestion, context, on: db)
-        case .voided(let token, let orderId, _, let refundType):
-            // Whatever the product: what that token granted ends at the notification's time (a
-            // quantity-based partial refund of a one-time product too: its access is one grant).
-            let event = GooglePlayEvent.voided(
-                token: token, orderId: orderId, at: push.eventTime ?? now, reason: nil,
-                rawType: "VOIDED_PURCHASE/" + (refundType == 2 ? "QUANTITY_BASED_PARTIAL_REFUND" : "FULL_REFUND"))
-            return answer(try ingestion.recordNotice(event, payload: payload, now: now, on: db), type: event.rawType, context)
-        case .test:
-            let event = notice(push, key: key, rawType: "TEST_NOTIFICATION", kind: .test, token: nil, now: now)
-            return answer(try ingestion.recordNotice(event, payload: payload, now: now, on: db), type: event.rawType, context)
-        case .other(let name):
-            let event = notice(push, key: key, rawType: name.uppercased(), kind: .unknown, token: nil, now: now)
-            return answer(try ingestion.recordNotice(event, payload: payload, now: now, on: db), type: event.rawType, context)
+        switch push.step(now: now) {
+        case .read(let token, let kind, let cause):
+            return try readAndRecord(token, kind: kind, cause: cause, push: push, ingestion, context, on: db)
+        case .notice(let event):
+            return answer(try ingestion.recordNotice(event, payload: push.inboxPayload, now: now, on: db), type: event.rawType, context)
         }
     }
 
@@ -125,14 +111,15 @@ struct GooglePlayWebhook: Sendable {
     /// redelivers; a token Play does not know is an `unknown` event), records it, then
     /// acknowledges it at Google if it is not yet.
     private func readAndRecord(
-        _ token: String, kind: GooglePlayRead.Kind, cause: String, push: GooglePlayPush, key: String, payload: JSONObject,
+        _ token: String, kind: GooglePlayRead.Kind, cause: String, push: GooglePlayPush,
         _ ingestion: GooglePlayIngestion, _ context: some DatabaseRequestContext, on db: DatabaseConnection
     ) throws -> HTTPResponse {
         let read: GooglePlayRead
+        let payload = push.inboxPayload
         do {
             read = try ingestion.read(token: token, kind: kind)
-        } catch  where error.kind == .status && (error.status == 404 || error.status == 410) {
-            let event = notice(push, key: key, rawType: cause + "/UNKNOWN_TOKEN", kind: .unknown, token: token, now: context.clock.now())
+        } catch  where error.isUnknownToken {
+            let event = push.unknownToken(token, cause: cause, now: context.clock.now())
             return answer(try ingestion.recordNotice(event, payload: payload, now: context.clock.now(), on: db), type: event.rawType, context)
         } catch {
             context.logger.warning("Play Developer API not readable; the push is redelivered", ["google.error": .string(error.code)])
@@ -141,36 +128,21 @@ struct GooglePlayWebhook: Sendable {
             throw APIError.unavailable("the Play Developer API could not be read; redeliver", code: "provider_unavailable")
         }
         let recorded = try ingestion.record(
-            read, token: token, cause: cause, providerEventId: key, poster: nil, readAt: context.clock.now(), payload: payload, on: db)
+            read, token: token, cause: cause, providerEventId: push.key, poster: nil, readAt: context.clock.now(), payload: payload, on: db)
         ingestion.acknowledgeIfNeeded(read, token: token, now: context.clock.now(), logger: context.logger, on: db)
         return answer(recorded.ingestion, type: cause, context)
     }
 
-    /// An event of what the push says itself, at its `eventTimeMillis`.
-    private func notice(_ push: GooglePlayPush, key: String, rawType: String, kind: EventKind, token: String?, now: Timestamp) -> StoreEvent {
-        StoreEvent(
-            provider: .googlePlay, providerEventId: key, rawType: String(rawType.prefix(64)), kind: kind,
-            intrinsicAt: push.eventTime ?? now, subscriptionId: token.map { GooglePlayEvent.subscriptionId(token: $0) },
-            platform: "google_play")
-    }
-
-    /// The DeveloperNotification as the inbox keeps it: its purchase token replaced by the
-    /// subscription id it names.
-    static func scrubbed(_ notification: JSON) -> JSON {
-        guard var object = notification.objectValue else { return notification }
-        for member in ["subscriptionNotification", "voidedPurchaseNotification", "oneTimeProductNotification"] {
-            guard var inner = object[member]?.objectValue, let token = inner["purchaseToken"]?.stringValue else { continue }
-            inner["purchaseToken"] = nil
-            inner["purchaseTokenSubscriptionId"] = .string(GooglePlayEvent.subscriptionId(token: token))
-            object[member] = .object(inner)
-        }
-        return .object(object)
-    }
-
-    private func refused(_ reason: String, _ context: some DatabaseRequestContext) {
-        context.logger.warning("webhook refused", ["webhook.provider": "google", "webhook.reason": .string(reason)])
-        metrics.webhook(.google, .rejected)
-        context.outcome = "rejected"
+    /// Logs and counts a refusal (`quarantined`: its quarantine row, nil when none was written).
+    private func refused(_ reason: String, quarantined: UInt64? = nil, _ context: some DatabaseRequestContext) {
+        context.logger.warning(
+            "webhook refused",
+            [
+                "webhook.provider": "google", "webhook.reason": .string(reason),
+                "quarantine.id": quarantined.map { .int(Int64($0)) } ?? .null,
+            ])
+        metrics.webhook(.google, quarantined == nil ? .rejected : .quarantined)
+        context.outcome = quarantined == nil ? "rejected" : "quarantined"
     }
 
     private func answer(_ outcome: EventIngestion.Outcome, type: String, _ context: some DatabaseRequestContext) -> HTTPResponse {
@@ -186,4 +158,76 @@ struct GooglePlayWebhook: Sendable {
             ])
         return .json(.ok, outcome.json)
     }
+}
+
+/// What a push asks of the server, decided by the push alone: a state to read from Play, or
+/// an event the push states itself. The webhook and the quarantine's re-run do the same.
+enum GooglePlayPushStep {
+    /// A subscription or one-time product notification: read the token's state, of `kind`.
+    case read(token: String, kind: GooglePlayRead.Kind, cause: String)
+    /// A voided purchase, a test notification, a kind this server does not fold.
+    case notice(StoreEvent)
+}
+
+extension GooglePlayPush {
+    /// The inbox's key of the push (its state read from Play is recorded under it).
+    var key: String { "gpush:" + messageId }
+
+    func step(now: Timestamp) -> GooglePlayPushStep {
+        switch notification {
+        case .subscription(let type, let token):
+            return .read(token: token, kind: .subscription, cause: type)
+        case .oneTimeProduct(let type, let token, _):
+            let cause = type == 1 ? "ONE_TIME_PRODUCT_PURCHASED" : type == 2 ? "ONE_TIME_PRODUCT_CANCELED" : "ONE_TIME_PRODUCT_\(type)"
+            return .read(token: token, kind: .product, cause: cause)
+        case .voided(let token, let orderId, _, let refundType):
+            // Whatever the product: what that token granted ends at the notification's time (a
+            // quantity-based partial refund of a one-time product too: its access is one grant).
+            return .notice(
+                GooglePlayEvent.voided(
+                    token: token, orderId: orderId, at: eventTime ?? now, reason: nil,
+                    rawType: "VOIDED_PURCHASE/" + (refundType == 2 ? "QUANTITY_BASED_PARTIAL_REFUND" : "FULL_REFUND")))
+        case .test:
+            return .notice(notice(rawType: "TEST_NOTIFICATION", kind: .test, token: nil, now: now))
+        case .other(let name):
+            return .notice(notice(rawType: name.uppercased(), kind: .unknown, token: nil, now: now))
+        }
+    }
+
+    /// The event of a push naming a token Play does not know (404/410): kept, folded as nothing.
+    func unknownToken(_ token: String, cause: String, now: Timestamp) -> StoreEvent {
+        notice(rawType: cause + "/UNKNOWN_TOKEN", kind: .unknown, token: token, now: now)
+    }
+
+    /// An event of what the push says itself, at its `eventTimeMillis`.
+    private func notice(rawType: String, kind: EventKind, token: String?, now: Timestamp) -> StoreEvent {
+        StoreEvent(
+            provider: .googlePlay, providerEventId: key, rawType: String(rawType.prefix(64)), kind: kind,
+            intrinsicAt: eventTime ?? now, subscriptionId: token.map { GooglePlayEvent.subscriptionId(token: $0) },
+            platform: "google_play")
+    }
+
+    /// What the inbox keeps of the push: its id, time and DeveloperNotification, the purchase
+    /// token replaced by the subscription id it names.
+    var inboxPayload: JSONObject {
+        var payload: JSONObject = ["messageId": .string(messageId), "notification": Self.scrubbed(developerNotification)]
+        payload["eventTimeMillis"] = eventTime.map { .int($0.millisecondsSinceEpoch) } ?? .null
+        return payload
+    }
+
+    static func scrubbed(_ notification: JSON) -> JSON {
+        guard var object = notification.objectValue else { return notification }
+        for member in ["subscriptionNotification", "voidedPurchaseNotification", "oneTimeProductNotification"] {
+            guard var inner = object[member]?.objectValue, let token = inner["purchaseToken"]?.stringValue else { continue }
+            inner["purchaseToken"] = nil
+            inner["purchaseTokenSubscriptionId"] = .string(GooglePlayEvent.subscriptionId(token: token))
+            object[member] = .object(inner)
+        }
+        return .object(object)
+    }
+}
+
+extension ProviderAPIError {
+    /// Play does not know the purchase token (404, or 410 for one long gone).
+    var isUnknownToken: Bool { kind == .status && (status == 404 || status == 410) }
 }

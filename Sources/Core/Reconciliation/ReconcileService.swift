@@ -37,8 +37,7 @@ struct ReconcileService: Sendable {
     /// and the Play Developer API (`googlePlay`) is configured.
     static func load(
         _ configuration: BillingConfiguration, verifier: AppleSignedDataVerifier?, idPattern: UserIdPattern,
-        googlePlay: GooglePlayAPI? = nil, metrics billingMetrics: BillingMetrics = BillingMetrics(),
-        logger: Logger, clock: any BillingClock
+        googlePlay google: GooglePlayIngestion? = nil, logger: Logger, clock: any BillingClock
     ) throws(ConfigurationError) -> ReconcileService? {
         var reconciler: Reconciler?
         if let api = try AppStoreServerAPI.load(configuration.apple, clock: clock) {
@@ -51,10 +50,6 @@ struct ReconcileService: Sendable {
         }
         let revenuecat = try RevenueCatAPI.load(configuration.revenuecat).map {
             RevenueCatReconciler(api: $0, tiers: TierResolver(configuration), catalog: configuration.products)
-        }
-        let google = googlePlay.map {
-            GooglePlayIngestion(
-                api: $0, tiers: TierResolver(configuration), idPattern: idPattern, metrics: billingMetrics, catalog: configuration.products)
         }
         guard reconciler != nil || revenuecat != nil || google != nil else { return nil }
         return ReconcileService(
