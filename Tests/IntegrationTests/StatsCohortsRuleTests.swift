@@ -125,17 +125,22 @@ import Testing
         var events: [String: [Event]] = [:]
         for row in try db.query(
             """
-            SELECT id, subscription_id, kind, status, intrinsic_at, is_trial, family_shared, price_milli, currency,
-              COALESCE(purchased_at, intrinsic_at) AS period_key
+            SELECT id, provider, subscription_id, kind, status, intrinsic_at, is_trial, family_shared, price_milli, currency,
+              transaction_id, COALESCE(purchased_at, intrinsic_at) AS period_key
             FROM billing_events WHERE environment = 'production'
             """)
         {
             guard let sub = try row.optionalString("subscription_id"), let at = try row.optionalTimestamp("intrinsic_at"),
                 ["applied", "unmatched"].contains(try row.string("status")), !notCounted.contains(try row.string("kind"))
             else { continue }
+            var kind = try row.string("kind")
+            // A Google Play state reports its order's period: the first order a purchase, a renewal's (`..N`) a renewal.
+            if try row.string("provider") == "google_play", kind == "subscriber_state" {
+                kind = (try row.optionalString("transaction_id") ?? "").contains("..") ? "renewal" : "purchase"
+            }
             events[sub, default: []].append(
                 Event(
-                    id: try row.int64("id"), kind: try row.string("kind"), at: at, isTrial: try row.bool("is_trial"),
+                    id: try row.int64("id"), kind: kind, at: at, isTrial: try row.bool("is_trial"),
                     isShared: try row.bool("family_shared"), price: try row.optionalInt64("price_milli"),
                     currency: try row.optionalString("currency"), periodKey: try row.timestamp("period_key")))
         }

@@ -38,6 +38,7 @@ import Testing
             var random = SplitMix(seed: UInt64(seed) &+ 0x5EED)
             try Self.loadRandomInbox(&random, subscriptions: 6 + seed % 10, on: db)
             try Self.loadRandomRates(&random, on: db)
+            try Self.createRuleEvents(on: db)
             let previousFrom = Self.from.adding(milliseconds: -(Self.to.millisecondsSinceEpoch - Self.from.millisecondsSinceEpoch))
             for (currency, zone) in [("EUR", nil), ("USD", "+05:30"), ("GBP", "-08:00")] as [(String, String?)] {
                 let q = SubscriptionStats.Query(
@@ -78,18 +79,45 @@ import Testing
         _ = try ExchangeRates.importRates(entries, source: "random", actor: "rule@test", now: Self.to, on: db)
     }
 
+    /// Google Play's kinds: states read from Play (each of an order), and what ends them.
+    static let playKinds = ["subscriber_state", "subscriber_state", "subscriber_state", "subscriber_state", "expiration", "refund"]
+
     /// A random inbox: each subscription gets 1–12 events, some of them twins of the one
-    /// before (the other channel's report of the same period).
+    /// before (the other channel's report of the same period). Every fourth subscription is
+    /// Google Play's: states of its orders (the first, `..0`, `..1`), each order's reads sharing
+    /// its period start, in any order, and what ends them.
     static func loadRandomInbox(_ random: inout SplitMix, subscriptions: Int, on db: DatabaseConnection) throws {
         var n = 0
         for s in 0..<subscriptions {
             let sub = s == 1 ? "S0 " : "S\(s)"
             let env = s == subscriptions - 1 ? "sandbox" : "production"
+            let play = s % 4 == 2
+            var orderStarts: [String: String?] = [:]
             var previous: StatsFixture.Row?
             for _ in 0..<(1 + random.next(12)) {
                 n += 1
                 var row: StatsFixture.Row
-                if let twin = previous, random.next(4) == 0 {
+                if play {
+                    let at = instants[random.next(instants.count)]
+                    let kind = playKinds[random.next(playKinds.count)]
+                    row = StatsFixture.Row(kind: kind, sub: sub, at: at)
+                    row.provider = "google_play"
+                    row.env = env
+                    if kind == "subscriber_state" {
+                        let order = ["GPA.\(s)", "GPA.\(s)..0", "GPA.\(s)..1"][random.next(3)]
+                        row.transactionId = order
+                        row.trial = order == "GPA.\(s)" && random.next(3) == 0
+                        row.purchased = orderStarts[order] ?? [at, instants[random.next(instants.count)]][random.next(2)]
+                        orderStarts[order] = row.purchased
+                    } else {
+                        row.purchased = [nil, at][random.next(2)]
+                    }
+                    row.price = [nil, 4_990, 9_990][random.next(3)]
+                    row.currency = ["EUR", "USD"][random.next(2)]
+                    row.expires = ["2026-03-15T00:00:00Z", "2026-04-20T00:00:00Z"][random.next(2)]
+                    row.status = ["applied", "applied", "unmatched", "ignored"][random.next(4)]
+                    row.user = "U\(s)"
+                } else if let twin = previous, random.next(4) == 0 {
                     row = twin
                     row.provider = twin.provider == "revenuecat" ? "apple_notification" : "revenuecat"
                     if random.next(2) == 0 { row.at = instants[random.next(instants.count)] }
@@ -116,6 +144,21 @@ import Testing
                 previous = row
             }
         }
+    }
+
+    /// The inbox as the definitions read it (docs/stats.md, "Google Play"): a Google Play state
+    /// reports its order's period, the first order a purchase, a renewal's (`..N`) a renewal;
+    /// every other event keeps its kind.
+    static func createRuleEvents(on db: DatabaseConnection) throws {
+        try db.execute(
+            """
+            CREATE VIEW rule_events AS
+            SELECT e.id, e.provider, e.subscription_id, e.environment, e.intrinsic_at, e.status, e.is_trial, e.price_milli,
+              e.currency, e.family_shared, e.purchased_at,
+              CASE WHEN e.provider <> 'google_play' OR e.kind <> 'subscriber_state' THEN e.kind
+                   WHEN LOCATE('..', COALESCE(e.transaction_id, '')) > 0 THEN 'renewal' ELSE 'purchase' END AS kind
+            FROM billing_events e
+            """)
     }
 
     /// The definitions as window functions (the report's query before the fold). Money is
@@ -154,12 +197,12 @@ import Testing
               -- statement is executed a second time ("Unknown column x.subscription_id").
               SELECT x.*,
                 CASE WHEN x.rk_first = 1 AND x.kind = 'purchase' THEN NOT EXISTS (
-                    SELECT 1 FROM billing_events p
+                    SELECT 1 FROM rule_events p
                     WHERE p.environment = \(env) AND p.subscription_id = x.subscription_id
                       AND p.intrinsic_at <= x.intrinsic_at AND \(unsafeRaw: before) AND \(unsafeRaw: SubscriptionStats.counted("p")))
                   ELSE 0 END AS is_new,
                 CASE WHEN x.is_paid_period = 1 AND x.rk_period = 1 AND (x.paid_seen = 1 OR x.trial_seen > 0) THEN COALESCE((
-                    SELECT p.is_trial FROM billing_events p
+                    SELECT p.is_trial FROM rule_events p
                     WHERE p.environment = \(env) AND p.subscription_id = x.subscription_id
                       AND p.intrinsic_at <= x.intrinsic_at AND \(unsafeRaw: before)
                       AND p.status IN ('applied', 'unmatched') AND p.kind IN ('purchase', 'renewal')
@@ -196,7 +239,7 @@ import Testing
                   -- CANCELLATION/BILLING_ERROR, Apple's DID_FAIL_TO_RENEW and
                   -- GRACE_PERIOD_EXPIRED all name the same period.
                   IF(e.kind = 'billing_issue', SUM(e.kind = 'billing_issue') OVER wpr, 0) AS rk_billing
-                FROM billing_events e
+                FROM rule_events e
                 WHERE e.environment = \(env) AND e.intrinsic_at >= \(previousFrom) AND e.intrinsic_at < \(q.to)
                   AND \(unsafeRaw: SubscriptionStats.counted("e"))
                 WINDOW w AS (PARTITION BY e.subscription_id ORDER BY e.intrinsic_at, e.id),

@@ -20,7 +20,8 @@ Pub/Sub pushes of Real-Time Developer Notifications and the app's post. What mus
 - an unacknowledged purchase is acknowledged at Google exactly once, even under concurrent
   pushes;
 - the app's post binds the token to the caller and answers his snapshot; another account's
-  purchase is refused;
+  purchase is refused, unless `binding.policy restore_moves` and an explicit restore move it
+  (each decision audited);
 - billing-rpc's sweeper acknowledges what a failed call left unacknowledged, pulls a Play
   subscription whose renewal is overdue, and `subscriptions.reconcile` pulls a user's Play
   purchases; the doctor says when a purchase nears Google's three-day limit;
@@ -176,6 +177,34 @@ class PlayPushes(unittest.TestCase):
                 self.assertIsNotNone(got["graceExpiresAt"], got)
             if phase == "canceled":
                 self.assertFalse(got["store"]["willRenew"], got)
+        self.consistent(user)
+
+    def nok_gross_today(self):
+        now = time.time()
+        window = {"from": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 3600)),
+                  "to": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + 300)), "environment": "production"}
+        counts = rpc("stats.subscriptions", window)["result"]["counts"]["current"]
+        return counts["byCurrency"].get("NOK", {}).get("grossMilli", 0)
+
+    def test_each_paid_period_is_one_sale_from_its_own_start_however_often_it_is_read(self):
+        user = known_user()
+        before = self.nok_gross_today()
+        first, renewal = "GPA.7001-4242-0001-00001", "GPA.7001-4242-0001-00001..0"
+        start, first_end, price = now_ms() - 40 * DAY, now_ms() - 10 * DAY, ("NOK", 49, 500_000_000)
+        token = self.purchase(user, expires=first_end, start_ms=start, order=first, price=price)
+        self.pushed(token, PURCHASED)
+        self.pushed(token, RENEWED)   # the same period, read again
+        # The renewal: a new order; then a failed charge of the next one (grace: still that order).
+        self.set_state(token, "SUBSCRIPTION_STATE_ACTIVE", now_ms() + 20 * DAY, start_ms=start, order=renewal, price=price)
+        self.pushed(token, RENEWED)
+        self.set_state(token, "SUBSCRIPTION_STATE_IN_GRACE_PERIOD", now_ms() + 23 * DAY, start_ms=start, order=renewal, price=price)
+        self.pushed(token, IN_GRACE)
+        rows = sql("SELECT transaction_id, DATE_FORMAT(purchased_at, '%Y-%m-%d %H:%i:%s') FROM billing_events "
+                   "WHERE subscription_id = " + sql_string(self.subscription_id(token)) + " ORDER BY id")
+        day = lambda ms: time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms // 1000))
+        self.assertEqual(rows, [[first, day(start)], [first, day(start)], [renewal, day(first_end)], [renewal, day(first_end)]],
+                         "a period starts where the one before it ended, and every read of its order says so")
+        self.assertEqual(self.nok_gross_today() - before, 2 * 49_500, "two paid periods, two sales")
         self.consistent(user)
 
     def test_a_free_trial_offer_phase_is_a_trial_and_its_conversion_a_paid_period(self):
@@ -508,6 +537,56 @@ class PlayPushes(unittest.TestCase):
         self.assertEqual((status, answer["error"]["code"]), (503, "provider_unavailable"), answer)
         self.assertEqual(self.snapshot(owner)["tier"], "free", "nothing was recorded for the refused posts")
 
+    def audit(self, token):
+        return sql("SELECT action, user_id, COALESCE(previous_user_id, '-'), policy, restore FROM billing_binding_audit "
+                   "WHERE original_transaction_id = " + sql_string(self.subscription_id(token)) + " ORDER BY id")
+
+    def test_binding_policy_restore_moves_moves_a_token_on_an_explicit_restore_only(self):
+        owner, caller = new_user(), new_user()
+        token = self.purchase(None)   # no obfuscatedExternalAccountId: whoever posts first owns it
+        status, got = self.post(owner, token)
+        self.assertEqual((status, got["purchase"]["binding"]), (200, "bound"), got)
+        self.pushed(token, RENEWED)
+        # binding.policy deny (the stack's): a restore from another account is refused and audited.
+        status, refused = self.worker.request("POST", POST, body={"productId": "plus_monthly", "purchaseToken": token,
+                                                                  "restore": True},
+                                              headers={"Authorization": "Bearer " + id_token(caller)})
+        self.assertEqual((status, refused["error"]["code"]), (409, "purchase_bound_elsewhere"), refused)
+        mover = OwnWorker(self.tmp, "google-restore-worker",
+                          environment=dict(self.fake.push_overrides(), BILLING__binding__policy="restore_moves"))
+        try:
+            post = lambda user, **extra: mover.request(
+                "POST", POST, body=dict({"productId": "plus_monthly", "purchaseToken": token}, **extra),
+                headers={"Authorization": "Bearer " + id_token(user)})
+            status, refused = post(caller)
+            self.assertEqual((status, refused["error"]["code"]), (409, "purchase_bound_elsewhere"), "no restore, no move")
+            status, moved = post(caller, restore=True)
+            self.assertEqual((status, moved["purchase"]["binding"], moved["tier"]), (200, "moved", "plus"), moved)
+            status, again = post(caller, restore=True)
+            self.assertEqual((status, again["purchase"]["binding"]), (200, "already_owned"), again)
+            # A purchase the app stamped with an account is that account's, restore or not.
+            stamped = self.purchase(owner)
+            self.pushed(stamped, PURCHASED)
+            status, refused = mover.request("POST", POST, body={"productId": "plus_monthly", "purchaseToken": stamped, "restore": True},
+                                            headers={"Authorization": "Bearer " + id_token(caller)})
+            self.assertEqual((status, refused["error"]["code"]), (403, "account_mismatch"), refused)
+        finally:
+            mover.stop()
+            self.assertNotIn(token, mover.log())
+        self.assertEqual(self.audit(token), [["bound", owner, "-", "deny", "0"], ["denied", caller, owner, "deny", "1"],
+                                             ["denied", caller, owner, "restore_moves", "0"],
+                                             ["moved", caller, owner, "restore_moves", "1"]])
+        # Every Play event of the token is the caller's now; the owner keeps only his stamped purchase.
+        self.assertEqual(sql("SELECT DISTINCT user_id FROM billing_events WHERE subscription_id = "
+                             + sql_string(self.subscription_id(token))), [[caller]])
+        self.assertEqual((self.snapshot(caller)["tier"], self.snapshot(caller)["store"]["platform"]), ("plus", "google_play"))
+        # A later push of the token folds for its new owner.
+        self.set_state(token, "SUBSCRIPTION_STATE_CANCELED", now_ms() + 10 * DAY, auto_renew=False)
+        self.pushed(token, CANCELED)
+        self.assertEqual(self.snapshot(caller)["phase"], "canceled")
+        for user in (owner, caller):
+            self.consistent(user)
+
     def test_an_erased_user_takes_his_purchase_tokens_with_him(self):
         user = known_user()
         token = self.purchase(user)
@@ -515,6 +594,9 @@ class PlayPushes(unittest.TestCase):
         answer = rpc("users.delete", {"userId": user, "actor": ACTOR, "reason": "GDPR Art. 17 request"})["result"]
         self.assertEqual(answer["removed"].get("billing_google_purchases"), 1, answer)
         self.assertEqual(sql("SELECT COUNT(*) FROM billing_google_purchases WHERE purchase_token = " + sql_string(token)), [["0"]])
+        audit = self.audit(token)
+        self.assertEqual([row[0] for row in audit], ["bound", "unbound"], audit)
+        self.assertTrue(all(row[1].startswith("erased:") for row in audit), "the audit names a tombstone, not him")
         # A later push of the token names the erased id: stored linked to nobody, folded for no one.
         self.assertEqual(self.pushed(token, RENEWED)["status"], "unmatched")
         self.assertEqual(sql("SELECT COUNT(*) FROM billing_events WHERE user_id = " + sql_string(user)), [["0"]])

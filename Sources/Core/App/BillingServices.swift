@@ -77,7 +77,9 @@ final class BillingServices: Sendable {
         self.googlePush = try GooglePushVerifier.load(configuration.google, logger: logger, clock: clock)
         let (tiers, metrics) = (self.tiers, self.metrics)
         self.googlePlayIngestion = googlePlay.map {
-            GooglePlayIngestion(api: $0, tiers: tiers, idPattern: pattern, metrics: metrics, catalog: configuration.products)
+            GooglePlayIngestion(
+                api: $0, tiers: tiers, idPattern: pattern, metrics: metrics, catalog: configuration.products,
+                bindingPolicy: configuration.binding.policy)
         }
         self.reconcile = try ReconcileService.load(
             configuration, verifier: appleVerifier, idPattern: pattern, googlePlay: googlePlayIngestion, logger: logger, clock: clock)

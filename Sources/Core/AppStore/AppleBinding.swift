@@ -49,13 +49,10 @@ enum AppleBinding {
         environment: StoreEnvironment, now: Timestamp,
         on db: DatabaseConnection
     ) throws(DatabaseError) -> Decision {
-        func audit(_ action: String, previous: String?) throws(DatabaseError) {
-            try db.execute(
-                """
-                INSERT INTO billing_binding_audit (original_transaction_id, action, user_id, previous_user_id, policy, restore,
-                  transaction_id, created_at)
-                VALUES (\(subscriptionId), \(action), \(userId), \(previous), \(policy.rawValue), \(restore), \(transactionId), \(now))
-                """)
+        func audit(_ action: BindingAudit.Action, previous: String?) throws(DatabaseError) {
+            try BindingAudit.record(
+                action, subscriptionId: subscriptionId, userId: userId, previousUserId: previous, policy: policy, restore: restore,
+                transactionId: transactionId, now: now, on: db)
         }
         let row = try db.queryOne("SELECT user_id FROM billing_apple_bindings WHERE original_transaction_id = \(subscriptionId) FOR UPDATE")
         guard let owner = try row?.string("user_id") else {
@@ -64,7 +61,7 @@ enum AppleBinding {
                 INSERT INTO billing_apple_bindings (original_transaction_id, user_id, source, environment, bound_at, created_at)
                 VALUES (\(subscriptionId), \(userId), 'transaction', \(environment.rawValue), \(now), \(now))
                 """)
-            try audit("bound", previous: nil)
+            try audit(.bound, previous: nil)
             if try attachUnmatched(subscriptionId: subscriptionId, to: userId, now: now, on: db) {
                 _ = try AccessProjector.refold(userId: userId, now: now, on: db)
             }
@@ -72,7 +69,7 @@ enum AppleBinding {
         }
         if owner == userId { return .alreadyOwned }
         guard policy == .restoreMoves, restore else {
-            try audit("denied", previous: owner)
+            try audit(.denied, previous: owner)
             return .denied(owner: owner)
         }
         try db.execute(
@@ -80,23 +77,12 @@ enum AppleBinding {
             UPDATE billing_apple_bindings SET user_id = \(userId), source = 'transaction', bound_at = \(now), moves = moves + 1
             WHERE original_transaction_id = \(subscriptionId)
             """)
-        try audit("moved", previous: owner)
+        try audit(.moved, previous: owner)
         // Both parties locked before either's events move or fold, in one global order (SPEC §5).
         try UserLock.lockAll([owner, userId], now: now, on: db)
         // The subscription's App Store events change owner; RevenueCat's stay with whoever
         // RevenueCat named.
-        let moving = try db.query(
-            """
-            SELECT e.id FROM billing_events e JOIN billing_event_parties p ON p.event_id = e.id
-            WHERE e.subscription_id = \(subscriptionId) AND e.provider IN (\(list: appleProviders))
-              AND p.user_id = \(owner) AND p.role = 'subject'
-            """)
-        for event in moving {
-            let eventId = try event.uint64("id")
-            try db.execute("DELETE FROM billing_event_parties WHERE user_id = \(owner) AND event_id = \(eventId)")
-            try EventInbox.addParty(eventId: eventId, userId: userId, role: .subject, on: db)
-            try db.execute("UPDATE billing_events SET user_id = \(userId), applied_at = \(now) WHERE id = \(eventId)")
-        }
+        try EventInbox.moveSubject(subscriptionId: subscriptionId, providers: appleProviders, from: owner, to: userId, now: now, on: db)
         _ = try attachUnmatched(subscriptionId: subscriptionId, to: userId, now: now, on: db)
         for user in [owner, userId].sorted() { _ = try AccessProjector.refold(userId: user, now: now, on: db) }
         return .moved(from: owner)
@@ -120,11 +106,8 @@ enum AppleBinding {
             ON DUPLICATE KEY UPDATE original_transaction_id = original_transaction_id
             """)
         if inserted.affectedRows == 1 {
-            try db.execute(
-                """
-                INSERT INTO billing_binding_audit (original_transaction_id, action, user_id, policy, restore, transaction_id, created_at)
-                VALUES (\(subscriptionId), 'bound', \(token), \(policy.rawValue), 0, \(transactionId), \(now))
-                """)
+            try BindingAudit.record(
+                .bound, subscriptionId: subscriptionId, userId: token, policy: policy, transactionId: transactionId, now: now, on: db)
         }
         return try owner(of: subscriptionId, on: db).map { [$0] } ?? candidates
     }

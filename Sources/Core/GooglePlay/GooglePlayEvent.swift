@@ -24,6 +24,9 @@ enum GooglePlayEvent {
     /// - The line item that lasts longest is the subscription's product (Play gives one per
     ///   item of a multi-line purchase); a free-trial offer phase is a trial, an introductory
     ///   price an intro period.
+    /// - Its order (`latestSuccessfulOrderId`) is the event's `transactionId`: each paid period
+    ///   has its own, and `purchasedAt` (here the subscription's `startTime`) becomes that
+    ///   period's start when it is recorded (`GooglePlayIngestion.periodStart`).
     /// - IN_GRACE_PERIOD and ON_HOLD are a failed payment being retried, with grace until the
     ///   expiry (Play extends it to the grace's end) or without access; ON_HOLD, PAUSED and
     ///   EXPIRED end the access at the read at the latest; ACTIVE and CANCELED give access
@@ -64,7 +67,8 @@ enum GooglePlayEvent {
             priceMilli: item?.priceMilli, currency: item?.currency, cancelReason: subscription.canceledBy,
             willRenew: subscription.state == .canceled || subscription.state == .expired ? false : subscription.willRenew,
             inBillingRetry: failing,
-            replacesSubscriptionId: subscription.linkedPurchaseToken.map { subscriptionId(token: $0) })
+            replacesSubscriptionId: subscription.linkedPurchaseToken.map { subscriptionId(token: $0) },
+            transactionId: item?.latestSuccessfulOrderId ?? subscription.latestOrderId)
     }
 
     /// A one-time product purchase read at `readAt`: PURCHASED is a `non_renewing_purchase`

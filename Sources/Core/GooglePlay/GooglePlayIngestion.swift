@@ -16,6 +16,8 @@ struct GooglePlayIngestion: Sendable {
     let metrics: BillingMetrics
     /// The `products` catalog: how long a one-time product grants its tier.
     var catalog: [String: BillingConfiguration.Product] = [:]
+    /// `binding.policy`, recorded with each binding decision.
+    var bindingPolicy: BillingConfiguration.Binding.Policy = .deny
 
     static let providers: [SQLValue] = [.string(EventProvider.googlePlay.rawValue)]
 
@@ -108,6 +110,7 @@ struct GooglePlayIngestion: Sendable {
             token: token, cause: cause, providerEventId: providerEventId ?? "", readAt: readAt, tiers: tiers, catalog: catalog)
         let claimed = read.obfuscatedAccountId.flatMap { idPattern.matches($0) ? $0 : nil }
         let owner = try bind(token: token, read: read, event: event, candidate: claimed ?? poster, now: readAt, on: db)
+        if read.kind == .subscription { event.purchasedAt = try Self.periodStart(event, on: db) }
         if providerEventId == nil {
             guard let id = try Self.pullEventId(event, on: db) else {
                 let nothing = EventIngestion.Outcome(duplicate: true, status: nil, eventId: nil, users: [])
@@ -227,13 +230,56 @@ struct GooglePlayIngestion: Sendable {
               acknowledged_at = COALESCE(acknowledged_at, VALUES(acknowledged_at)),
               pulled_at = GREATEST(pulled_at, VALUES(pulled_at))
             """)
+        if bound, let wanted = owner {
+            // A first record of the token racing this one (no row to lock before the insert)
+            // may have bound it first: its owner stands.
+            owner = try db.queryOne("SELECT user_id FROM billing_google_purchases WHERE subscription_id = \(id)")?.optionalString("user_id")
+            bound = owner == wanted
+        }
         if bound, let owner {
+            try BindingAudit.record(.bound, subscriptionId: id, userId: owner, policy: bindingPolicy, now: now, on: db)
             _ = try UserLock.lock(owner, now: now, on: db)
             if try EventInbox.attachUnmatched(subscriptionId: id, providers: Self.providers, to: owner, now: now, on: db) {
                 _ = try AccessProjector.refold(userId: owner, now: now, on: db)
             }
         }
         return owner
+    }
+
+    /// The start of the paid period a Play subscription state is of, its `purchased_at`: Play
+    /// states the subscription's `startTime` and each period's order (`transactionId`), never
+    /// when a renewal's period began. Read under the token's row lock, from what the inbox
+    /// already holds of the token, so that every read of one order states one period — the
+    /// statistics' period key, so that each renewal is a sale at its own price and day:
+    /// - an order the inbox already has: the start recorded with it first;
+    /// - the first order (no `..N` suffix), or no order: `startTime`;
+    /// - a renewal's order new to the inbox: where the paid periods read before it (of other
+    ///   orders, not in a billing retry) ran to, else the read itself; never before
+    ///   `startTime` nor after the new expiry.
+    static func periodStart(_ event: StoreEvent, on db: DatabaseConnection) throws(DatabaseError) -> Timestamp? {
+        guard let subscription = event.subscriptionId, let order = event.transactionId, let read = event.intrinsicAt else {
+            return event.purchasedAt
+        }
+        let provider = EventProvider.googlePlay.rawValue
+        if let recorded = try db.queryOne(
+            """
+            SELECT MIN(purchased_at) AS at FROM billing_events
+            WHERE subscription_id = \(subscription) AND provider = \(provider) AND transaction_id = \(order)
+            """)?.optionalTimestamp("at")
+        {
+            return recorded
+        }
+        guard order.contains("..") else { return event.purchasedAt }
+        let previousEnd = try db.queryOne(
+            """
+            SELECT MAX(expires_at) AS at FROM billing_events
+            WHERE subscription_id = \(subscription) AND provider = \(provider) AND kind = 'subscriber_state'
+              AND transaction_id IS NOT NULL AND transaction_id <> \(order) AND in_billing_retry = 0 AND intrinsic_at <= \(read)
+            """)?.optionalTimestamp("at")
+        var start = previousEnd ?? read
+        if let expires = event.expiresAt { start = min(start, expires) }
+        if let first = event.purchasedAt { start = max(start, first) }
+        return start
     }
 
     /// The inbox key of a state read without a push: `gpull:<subscription>:<digest>:<predecessor>`,

@@ -1,15 +1,18 @@
-/// `POST /api/v1/billing/google/purchases` (Bearer ID token) `{"productId", "purchaseToken"}`:
-/// the app posts what Play Billing gave it (SPEC §18), like the App Store transaction post.
+/// `POST /api/v1/billing/google/purchases` (Bearer ID token) `{"productId", "purchaseToken",
+/// "restore": bool}`: the app posts what Play Billing gave it (SPEC §18), like the App Store
+/// transaction post.
 ///
 /// The server reads the token's state from the Play Developer API (503 `provider_unavailable`
 /// while it cannot: the app retries; 422 `unknown_purchase_token` for a token Play does not
 /// know), checks it is this app user's (403 `account_mismatch` when
-/// `obfuscatedExternalAccountId` names another; 409 `purchase_bound_elsewhere` when another
-/// user already owns the token) and of the posted product (422 `product_mismatch`), records it
-/// (`GooglePlayIngestion`), acknowledges it at Google if it is not yet, and answers the
-/// caller's fresh access snapshot, the same fields as `GET /billing/access`, plus
-/// `purchase {duplicate, state}`. With the flag `purchases.enabled` off, 403
-/// `purchases_disabled` before anything is read; Google's pushes are never cut (SPEC §14).
+/// `obfuscatedExternalAccountId` names another) and of the posted product (422
+/// `product_mismatch`), decides its owner by `binding.policy` (`GooglePlayBinding`: 409
+/// `purchase_bound_elsewhere` when another user owns the token, unless `restore_moves` and
+/// `restore: true` move it to the caller), records it (`GooglePlayIngestion`), acknowledges it
+/// at Google if it is not yet, and answers the caller's fresh access snapshot, the same fields
+/// as `GET /billing/access`, plus `purchase {duplicate, state, type, binding}`. With the flag
+/// `purchases.enabled` off, 403 `purchases_disabled` before anything is read; Google's pushes
+/// are never cut (SPEC §14).
 struct GooglePlayPurchaseRoute: Sendable {
     let ingestion: GooglePlayIngestion?
     let maxBodyBytes: Int
@@ -29,6 +32,7 @@ struct GooglePlayPurchaseRoute: Sendable {
         let reader = try PayloadReader(body, path: "")
         let productId = try reader.requiredString("productId", maxLength: 191)
         let token = try reader.requiredString("purchaseToken", maxLength: 4096)
+        let restore = try reader.bool("restore") ?? false
         guard !productId.isEmpty, !token.isEmpty else {
             throw APIError.badRequest("productId and purchaseToken must not be empty", code: "invalid_body")
         }
@@ -53,14 +57,19 @@ struct GooglePlayPurchaseRoute: Sendable {
         }
         let now = context.clock.now()
         try UserDirectory.ensureKnown(userId, source: .token, createdAt: now, now: now, on: db)
-        let bound = try db.transaction { db in try GooglePlayIngestion.owner(token: token, on: db) }
-        if let owner = bound, owner != userId {
-            context.logger.info("binding denied", ["binding.provider": "google"])
-            throw APIError.conflict("this Google Play purchase belongs to another account", code: "purchase_bound_elsewhere")
-        }
-        let recorded = try ErasedUsers.whileLive(userId, on: db) {
-            try ingestion.record(
+        let policy = ingestion.bindingPolicy
+        let (decision, recorded) = try ErasedUsers.whileLive(userId, on: db) {
+            () throws -> (GooglePlayBinding.Decision, GooglePlayIngestion.Recorded?) in
+            let decision = try GooglePlayBinding.claim(token: token, userId: userId, restore: restore, policy: policy, now: now, on: db)
+            if case .denied = decision { return (decision, nil) }
+            let recorded = try ingestion.record(
                 read, token: token, cause: "POSTED", providerEventId: nil, poster: userId, readAt: context.clock.now(), on: db)
+            return (decision, recorded)
+        }
+        guard let recorded else {
+            context.logger.info(
+                "binding denied", ["binding.provider": "google", "binding.policy": .string(policy.rawValue), "binding.restore": .bool(restore)])
+            throw APIError.conflict("this Google Play purchase belongs to another account", code: "purchase_bound_elsewhere")
         }
         if let owner = recorded.owner, owner != userId {
             // Bound by a concurrent post of another user between the check and the record.
@@ -74,6 +83,7 @@ struct GooglePlayPurchaseRoute: Sendable {
         if case .object(var object) = json {
             object["purchase"] = [
                 "duplicate": .bool(recorded.ingestion.duplicate), "state": .string(read.state), "type": .string(read.kind.rawValue),
+                "binding": .string(decision.label),
             ]
             json = .object(object)
         }

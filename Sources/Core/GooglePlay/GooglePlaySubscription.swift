@@ -34,6 +34,9 @@ struct GooglePlaySubscription: Sendable, Equatable {
         /// `units` and `nanos`), when Play states it.
         var priceMilli: Int64? = nil
         var currency: String? = nil
+        /// `latestSuccessfulOrderId`: the order of the item's current paid period (a renewal's
+        /// is the first order's id with `..N` appended).
+        var latestSuccessfulOrderId: String? = nil
 
         /// The catalog's key for it: `subscriptionId:basePlanId` (SPEC §18), or the id alone.
         var catalogProductId: String { basePlanId.map { "\(productId):\($0)" } ?? productId }
@@ -101,7 +104,8 @@ struct GooglePlaySubscription: Sendable, Equatable {
                     productId: productId, basePlanId: try offer?.string("basePlanId", maxLength: 64),
                     offerId: try offer?.string("offerId", maxLength: 64), expiryTime: try Self.time(i, "expiryTime", path: path),
                     autoRenewEnabled: try plan?.bool("autoRenewEnabled") ?? (plan == nil ? nil : false), offerPhase: phase,
-                    priceMilli: priceMilli, currency: currency))
+                    priceMilli: priceMilli, currency: currency,
+                    latestSuccessfulOrderId: try i.string("latestSuccessfulOrderId", maxLength: 191)))
         }
         let accounts = try r.value("externalAccountIdentifiers").map { (v) throws(PayloadError) in
             try PayloadReader(v, path: "subscription.externalAccountIdentifiers")

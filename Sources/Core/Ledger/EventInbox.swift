@@ -62,7 +62,7 @@ enum EventInbox {
                 INSERT INTO billing_events (provider, provider_event_id, user_id, event_type, kind, subscription_id,
                   product_id, new_product_id, new_tier, effective_at, will_renew, in_billing_retry, expiration_intent, linked_subscription_id, tier, period_type, is_trial, family_shared, price_milli,
                   currency, store, reason, environment, purchased_at, expires_at, grace_expires_at, intrinsic_at,
-                  received_at, applied_at, status, status_reason, payload)
+                  received_at, applied_at, status, status_reason, transaction_id, payload)
                 VALUES (\(event.provider.rawValue), \(event.providerEventId), \(userId), \(event.rawType), \(event.kind.rawValue),
                   \(event.subscriptionId), \(event.productId), \(event.newProductId), \(event.newTier?.rawValue),
                   \(event.effectiveAt), \(event.willRenew), \(event.inBillingRetry), \(event.expirationIntent.map(Int64.init)), \(event.replacesSubscriptionId),
@@ -70,7 +70,7 @@ enum EventInbox {
                   \(event.isTrial), \(event.familyShared), \(event.priceMilli), \(event.currency), \(event.platform), \(event.cancelReason),
                   \(event.environment.rawValue), \(event.purchasedAt), \(event.expiresAt), \(event.graceExpiresAt),
                   \(event.intrinsicAt), \(receivedAt), \(status == .applied ? receivedAt : nil), \(status.rawValue),
-                  \(statusReason), \(String(decoding: payload.serialized, as: UTF8.self)))
+                  \(statusReason), \(event.transactionId), \(String(decoding: payload.serialized, as: UTF8.self)))
                 """)
             return result.lastInsertID
         } catch  where error.isDuplicateKey {
@@ -127,6 +127,28 @@ enum EventInbox {
             try db.execute("DELETE FROM billing_event_user_candidates WHERE event_id = \(eventId)")
         }
         return !waiting.isEmpty
+    }
+
+    /// Moves the subject of the subscription's events of `providers` from `owner` to `userId`
+    /// (a restore under `binding.policy restore_moves`), in the caller's transaction; both
+    /// users' locks are the caller's to take first, and their re-folds. Events another
+    /// provider delivered (RevenueCat's) stay with whoever that provider named.
+    static func moveSubject(
+        subscriptionId: String, providers: [SQLValue], from owner: String, to userId: String, now: Timestamp,
+        on db: DatabaseConnection
+    ) throws(DatabaseError) {
+        let moving = try db.query(
+            """
+            SELECT e.id FROM billing_events e JOIN billing_event_parties p ON p.event_id = e.id
+            WHERE e.subscription_id = \(subscriptionId) AND e.provider IN (\(list: providers))
+              AND p.user_id = \(owner) AND p.role = 'subject'
+            """)
+        for event in moving {
+            let eventId = try event.uint64("id")
+            try db.execute("DELETE FROM billing_event_parties WHERE user_id = \(owner) AND event_id = \(eventId)")
+            try addParty(eventId: eventId, userId: userId, role: .subject, on: db)
+            try db.execute("UPDATE billing_events SET user_id = \(userId), applied_at = \(now) WHERE id = \(eventId)")
+        }
     }
 
     enum PartyRole: String, Sendable {

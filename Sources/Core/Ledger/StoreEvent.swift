@@ -125,6 +125,9 @@ struct StoreEvent: Sendable, Equatable {
     /// Google Play: the subscription this one replaces (`linkedPurchaseToken`: an upgrade, a
     /// downgrade, a re-signup); the fold ends it, so it is never counted twice.
     var replacesSubscriptionId: String?
+    /// The store transaction the event is about, when it names one
+    /// (`billing_events.transaction_id`): a Google Play state's order of its paid period.
+    var transactionId: String?
 
     init(
         provider: EventProvider, providerEventId: String, rawType: String, kind: EventKind,
@@ -135,7 +138,7 @@ struct StoreEvent: Sendable, Equatable {
         cancelReason: String? = nil, newProductId: String? = nil, newTier: Tier? = nil,
         effectiveAt: Timestamp? = nil, willRenew: Bool? = nil, inBillingRetry: Bool? = nil,
         expirationIntent: Int? = nil, transferredFrom: [String] = [], transferredTo: [String] = [],
-        familyShared: Bool = false, replacesSubscriptionId: String? = nil
+        familyShared: Bool = false, replacesSubscriptionId: String? = nil, transactionId: String? = nil
     ) {
         self.provider = provider
         self.providerEventId = providerEventId
@@ -165,6 +168,7 @@ struct StoreEvent: Sendable, Equatable {
         self.transferredFrom = transferredFrom
         self.transferredTo = transferredTo
         self.replacesSubscriptionId = replacesSubscriptionId
+        self.transactionId = transactionId
     }
 
     /// Whether the fold may apply this event at all: it needs an intrinsic time; tests never

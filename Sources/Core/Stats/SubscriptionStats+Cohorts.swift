@@ -97,7 +97,8 @@ extension SubscriptionStats {
         var revenue: [Month: Counts] = [:]
         try db.forEachRow(
             """
-            SELECT c.cohort, e.subscription_id, e.kind, e.is_trial, e.price_milli, e.currency, e.family_shared,
+            SELECT c.cohort, e.subscription_id, \(unsafeRaw: countedKind("e")) AS kind, e.is_trial, e.price_milli, e.currency,
+              e.family_shared,
               COALESCE(e.purchased_at, e.intrinsic_at) AS period_key
             FROM (\(members)) c JOIN billing_events e ON e.environment = \(env) AND e.subscription_id = c.subscription_id
             WHERE e.intrinsic_at < \(q.to) AND \(unsafeRaw: counted("e"))

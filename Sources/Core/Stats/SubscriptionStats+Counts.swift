@@ -140,7 +140,7 @@ extension SubscriptionStats {
               COALESCE((SELECT p.is_trial FROM billing_events p
                         WHERE p.environment = \(env) AND p.subscription_id = s.subscription_id
                           AND p.intrinsic_at < \(previousFrom)
-                          AND p.status IN ('applied', 'unmatched') AND p.kind IN ('purchase', 'renewal')
+                          AND p.status IN ('applied', 'unmatched') AND \(unsafeRaw: countedKind("p")) IN ('purchase', 'renewal')
                         ORDER BY p.intrinsic_at DESC, p.id DESC LIMIT 1), 0) AS last_period_trial
             FROM (SELECT DISTINCT e.subscription_id FROM billing_events e WHERE \(scanned)) s
             """
@@ -155,7 +155,7 @@ extension SubscriptionStats {
         var fold = SubscriptionFold(seenBefore: false, lastPeriodTrial: false)
         try db.forEachRow(
             """
-            SELECT e.subscription_id, e.kind, e.is_trial, e.price_milli, e.currency, e.family_shared,
+            SELECT e.subscription_id, \(unsafeRaw: countedKind("e")) AS kind, e.is_trial, e.price_milli, e.currency, e.family_shared,
               e.intrinsic_at >= \(q.from) AS cur, COALESCE(e.purchased_at, e.intrinsic_at) AS period_key,
               \(localDay("e.intrinsic_at", zone: zone)) AS day
             FROM billing_events e

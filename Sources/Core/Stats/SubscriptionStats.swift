@@ -163,4 +163,16 @@ enum SubscriptionStats {
     }
 
     static let lostKinds = "('expiration', 'refund', 'revoke')"
+
+    /// The kind as the counts read it (docs/stats.md, "Google Play"): a Google Play state is
+    /// read from Play itself (what was sold, not a pull beside a webhook), and each paid
+    /// period has its own order (`transaction_id`, its start in `purchased_at`), so its reads
+    /// report that period like a store's transaction: the first order a `purchase`, a
+    /// renewal's (`..N`) a `renewal`. Every other event keeps its kind.
+    static func countedKind(_ a: String) -> String {
+        """
+        CASE WHEN \(a).provider = 'google_play' AND \(a).kind = 'subscriber_state' \
+        THEN IF(\(a).transaction_id LIKE '%..%', 'renewal', 'purchase') ELSE \(a).kind END
+        """
+    }
 }

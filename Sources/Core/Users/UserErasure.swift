@@ -1,10 +1,11 @@
 /// `users.delete` as an erasure (SPEC §19); the refusal of an erased id is `ErasedUsers`.
 ///
 /// In one audited transaction, under the user's access lock:
-/// - removed: his access row and store projection, App Store bindings (each unbinding
-///   audited), grants, campaign memberships, offering ladder stages, usage ledger entries,
-///   paywall events, active days, RevenueCat pull schedule, and the candidate rows of events
-///   still waiting for him;
+/// - removed: his access row and store projection, App Store bindings and Google Play
+///   purchase tokens (each unbinding audited), grants, campaign memberships, offering ladder
+///   stages, usage ledger entries, paywall events, active days, the pull schedules of
+///   RevenueCat and of his store subscriptions, and the candidate rows of events still
+///   waiting for him;
 /// - re-keyed to a tombstone (`erased:` and 32 random hex digits, linked to nothing): his
 ///   `billing_users` row (created_at and source kept, seen times dropped), the inbox rows he
 ///   owns or is a party of, the binding audit and the audit log (the ledgers stay append-only
@@ -56,12 +57,10 @@ enum UserErasure {
                 .map { (row) throws(DatabaseError) -> String in try row.string("subscription_id") }
             let bound = try db.query("SELECT original_transaction_id FROM billing_apple_bindings WHERE user_id = \(userId) FOR UPDATE")
                 .map { (row) throws(DatabaseError) -> String in try row.string("original_transaction_id") }
-            for subscription in bound {
-                try db.execute(
-                    """
-                    INSERT INTO billing_binding_audit (original_transaction_id, action, user_id, policy, created_at)
-                    VALUES (\(subscription), 'unbound', \(tombstone), \(policy.rawValue), \(now))
-                    """)
+            let playTokens = try db.query("SELECT subscription_id FROM billing_google_purchases WHERE user_id = \(userId) FOR UPDATE")
+                .map { (row) throws(DatabaseError) -> String in try row.string("subscription_id") }
+            for subscription in bound + playTokens {
+                try BindingAudit.record(.unbound, subscriptionId: subscription, userId: tombstone, policy: policy, now: now, on: db)
             }
 
             // Payloads first (the candidate rows still say which unmatched events name him).
@@ -87,6 +86,13 @@ enum UserErasure {
                     (
                         "billing_reconcile_state",
                         "DELETE FROM billing_reconcile_state WHERE provider = 'apple' AND subscription_id = \(subscription)"
+                    ))
+            }
+            for subscription in playTokens {
+                deletions.append(
+                    (
+                        "billing_reconcile_state",
+                        "DELETE FROM billing_reconcile_state WHERE provider = 'google' AND subscription_id = \(subscription)"
                     ))
             }
             var removed: [String: Int] = [:]
