@@ -153,21 +153,13 @@ class PlayPushes(unittest.TestCase):
         self.assertTrue(rows[0][3].startswith("gp:"), rows)
         self.consistent(user)
 
-    def test_renewal_grace_on_hold_recovery_cancel_and_expiry_each_as_play_states_them(self):
+    def lifecycle(self, steps):
+        """A purchase, then each (notification, state, expiry, extra) pushed after Play states it,
+        the snapshot checked against (tier, phase) after each; the last snapshot."""
         user = known_user()
         token = self.purchase(user, expires=now_ms() + 2 * DAY)
         self.pushed(token, PURCHASED)
-        steps = [
-            (RENEWED, "SUBSCRIPTION_STATE_ACTIVE", now_ms() + 32 * DAY, {}, ("plus", "active")),
-            (IN_GRACE, "SUBSCRIPTION_STATE_IN_GRACE_PERIOD", now_ms() + 3 * DAY, {}, ("plus", "grace")),
-            (ON_HOLD, "SUBSCRIPTION_STATE_ON_HOLD", now_ms() - HOUR, {}, ("free", "billingRetry")),
-            (1, "SUBSCRIPTION_STATE_ACTIVE", now_ms() + 30 * DAY, {}, ("plus", "active")),
-            (CANCELED, "SUBSCRIPTION_STATE_CANCELED", now_ms() + 30 * DAY, {"auto_renew": False, "canceled_by": "user"},
-             ("plus", "canceled")),
-            (RESTARTED, "SUBSCRIPTION_STATE_ACTIVE", now_ms() + 30 * DAY, {}, ("plus", "active")),
-            (PAUSED, "SUBSCRIPTION_STATE_PAUSED", now_ms() - MINUTE, {}, ("free", "expired")),
-            (EXPIRED, "SUBSCRIPTION_STATE_EXPIRED", now_ms() - MINUTE, {"auto_renew": False}, ("free", "expired")),
-        ]
+        got = None
         for notification, state, expires, extra, (tier, phase) in steps:
             self.set_state(token, state, expires, **extra)
             self.pushed(token, notification)
@@ -178,6 +170,43 @@ class PlayPushes(unittest.TestCase):
             if phase == "canceled":
                 self.assertFalse(got["store"]["willRenew"], got)
         self.consistent(user)
+        return got
+
+    RENEWAL = (RENEWED, "SUBSCRIPTION_STATE_ACTIVE", 32 * DAY, {}, ("plus", "active"))
+    GRACE = (IN_GRACE, "SUBSCRIPTION_STATE_IN_GRACE_PERIOD", 3 * DAY, {}, ("plus", "grace"))
+    HOLD = (ON_HOLD, "SUBSCRIPTION_STATE_ON_HOLD", -HOUR, {}, ("free", "billingRetry"))
+    RECOVERED = (1, "SUBSCRIPTION_STATE_ACTIVE", 30 * DAY, {}, ("plus", "active"))
+    CANCEL = (CANCELED, "SUBSCRIPTION_STATE_CANCELED", 30 * DAY, {"auto_renew": False, "canceled_by": "user"}, ("plus", "canceled"))
+    RESTART = (RESTARTED, "SUBSCRIPTION_STATE_ACTIVE", 30 * DAY, {}, ("plus", "active"))
+    PAUSE = (PAUSED, "SUBSCRIPTION_STATE_PAUSED", -MINUTE, {}, ("free", "expired"))
+    EXPIRY = (EXPIRED, "SUBSCRIPTION_STATE_EXPIRED", -MINUTE, {"auto_renew": False}, ("free", "expired"))
+
+    def steps(self, *steps):
+        """The steps with their expiries made absolute (now + offset)."""
+        return [(n, state, now_ms() + offset, extra, expected) for n, state, offset, extra, expected in steps]
+
+    def test_a_renewal_extends_the_access_to_the_new_expiry(self):
+        got = self.lifecycle(self.steps(self.RENEWAL))
+        self.assertGreater(got["store"]["expiresAt"], time.strftime("%Y-%m-%dT", time.gmtime(time.time() + 31 * 86400)), got)
+
+    def test_grace_keeps_the_access_until_the_grace_ends(self):
+        self.lifecycle(self.steps(self.GRACE))
+
+    def test_on_hold_takes_the_access_away_and_a_recovery_gives_it_back(self):
+        self.lifecycle(self.steps(self.GRACE, self.HOLD, self.RECOVERED))
+
+    def test_a_cancel_keeps_the_access_to_the_expiry_and_a_restart_renews_again(self):
+        self.lifecycle(self.steps(self.CANCEL, self.RESTART))
+
+    def test_an_expiry_ends_the_access(self):
+        self.lifecycle(self.steps(self.CANCEL, self.EXPIRY))
+
+    def test_a_pause_ends_the_access(self):
+        self.lifecycle(self.steps(self.PAUSE))
+
+    def test_the_whole_lifecycle_in_one_subscription(self):
+        self.lifecycle(self.steps(self.RENEWAL, self.GRACE, self.HOLD, self.RECOVERED, self.CANCEL, self.RESTART, self.PAUSE,
+                                  self.EXPIRY))
 
     def nok_gross_today(self):
         now = time.time()
