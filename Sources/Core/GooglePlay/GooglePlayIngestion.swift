@@ -249,37 +249,57 @@ struct GooglePlayIngestion: Sendable {
     /// The start of the paid period a Play subscription state is of, its `purchased_at`: Play
     /// states the subscription's `startTime` and each period's order (`transactionId`), never
     /// when a renewal's period began. Read under the token's row lock, from what the inbox
-    /// already holds of the token, so that every read of one order states one period — the
-    /// statistics' period key, so that each renewal is a sale at its own price and day:
+    /// already holds of the token's orders, so that every read of one order states one period
+    /// and no two orders state the same one — the statistics' period key, each renewal a sale
+    /// at its own price and day — whatever order the reads arrive in:
     /// - an order the inbox already has: the start recorded with it first;
     /// - the first order (no `..N` suffix), or no order: `startTime`;
-    /// - a renewal's order new to the inbox: where the paid periods read before it (of other
-    ///   orders, not in a billing retry) ran to, else the read itself; never before
-    ///   `startTime` nor after the new expiry.
+    /// - a renewal's order `..N` new to the inbox: where the periods of the orders before it
+    ///   (the first, `..0` … `..N-1`, not in a billing retry) ran to, else the read itself;
+    ///   never before `startTime` nor after its own expiry; and strictly after the starts
+    ///   recorded for earlier orders, strictly before those of later ones (a stale read of an
+    ///   earlier order arriving after a later one).
     static func periodStart(_ event: StoreEvent, on db: DatabaseConnection) throws(DatabaseError) -> Timestamp? {
         guard let subscription = event.subscriptionId, let order = event.transactionId, let read = event.intrinsicAt else {
             return event.purchasedAt
         }
-        let provider = EventProvider.googlePlay.rawValue
-        if let recorded = try db.queryOne(
+        var lower: (end: Timestamp?, start: Timestamp?) = (nil, nil)
+        var higherStart: Timestamp?
+        let index = orderIndex(order)
+        for row in try db.query(
             """
-            SELECT MIN(purchased_at) AS at FROM billing_events
-            WHERE subscription_id = \(subscription) AND provider = \(provider) AND transaction_id = \(order)
-            """)?.optionalTimestamp("at")
+            SELECT transaction_id, MIN(purchased_at) AS started,
+              MAX(CASE WHEN kind = 'subscriber_state' AND in_billing_retry = 0 THEN expires_at END) AS ended
+            FROM billing_events
+            WHERE subscription_id = \(subscription) AND provider = \(EventProvider.googlePlay.rawValue) AND transaction_id IS NOT NULL
+            GROUP BY transaction_id
+            """)
         {
-            return recorded
+            let other = try row.string("transaction_id")
+            let started = try row.optionalTimestamp("started")
+            if other == order, let started { return started }
+            if orderIndex(other) < index {
+                lower.end = [lower.end, try row.optionalTimestamp("ended")].compactMap { $0 }.max()
+                lower.start = [lower.start, started].compactMap { $0 }.max()
+            } else if orderIndex(other) > index, let started {
+                higherStart = min(higherStart ?? started, started)
+            }
         }
-        guard order.contains("..") else { return event.purchasedAt }
-        let previousEnd = try db.queryOne(
-            """
-            SELECT MAX(expires_at) AS at FROM billing_events
-            WHERE subscription_id = \(subscription) AND provider = \(provider) AND kind = 'subscriber_state'
-              AND transaction_id IS NOT NULL AND transaction_id <> \(order) AND in_billing_retry = 0 AND intrinsic_at <= \(read)
-            """)?.optionalTimestamp("at")
-        var start = previousEnd ?? read
+        guard index >= 0 else { return event.purchasedAt }
+        var start = lower.end ?? read
         if let expires = event.expiresAt { start = min(start, expires) }
         if let first = event.purchasedAt { start = max(start, first) }
+        if let earlier = lower.start, start <= earlier { start = earlier.adding(milliseconds: 1) }
+        if let later = higherStart, start >= later { start = later.adding(milliseconds: -1) }
         return start
+    }
+
+    /// A Play order's place among its subscription's: -1 for the first order, N for a
+    /// renewal's `…..N`.
+    static func orderIndex(_ order: String) -> Int {
+        let parts = order.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count >= 3, parts[parts.count - 2].isEmpty, let n = Int(parts[parts.count - 1]), n >= 0 else { return -1 }
+        return n
     }
 
     /// The inbox key of a state read without a push: `gpull:<subscription>:<digest>:<predecessor>`,
