@@ -272,4 +272,17 @@ import Testing
             #expect(item.priceMilli == milli && item.currency == "JPY", "\(units) \(nanos)")
         }
     }
+
+    /// The order a state names (`transactionId`, its paid period): the line item's latest
+    /// successful order in every state; the deprecated latest order only in a settled state,
+    /// never where a charge is failing or pending (it may be the declined renewal).
+    @Test func theOrderOfAStateIsItsLatestSuccessfulOneAndAFailingChargeNamesNone() {
+        for state in GooglePlaySubscription.State.allCases {
+            var s = subscription(state, expires: now.adding(milliseconds: 86_400_000))
+            s.latestOrderId = "GPA.1-2-3-4..1"
+            #expect(read(s, at: 0).transactionId == ([.active, .canceled, .expired].contains(state) ? "GPA.1-2-3-4..1" : nil), "\(state)")
+            s.lineItems[0].latestSuccessfulOrderId = "GPA.1-2-3-4..0"
+            #expect(read(s, at: 0).transactionId == "GPA.1-2-3-4..0", "\(state)")
+        }
+    }
 }

@@ -68,7 +68,18 @@ enum GooglePlayEvent {
             willRenew: subscription.state == .canceled || subscription.state == .expired ? false : subscription.willRenew,
             inBillingRetry: failing,
             replacesSubscriptionId: subscription.linkedPurchaseToken.map { subscriptionId(token: $0) },
-            transactionId: item?.latestSuccessfulOrderId ?? subscription.latestOrderId)
+            transactionId: paidOrder(subscription, item: item))
+    }
+
+    /// The order of the state's paid period: the line item's `latestSuccessfulOrderId`. The
+    /// deprecated top-level `latestOrderId` (older answers) is the latest order whatever came
+    /// of it (Google: "success, pending, or declined"), so it stands in only where no charge
+    /// is failing or pending: in grace, on hold or pending it may be the declined renewal,
+    /// which is no sale (nil: the read keeps the subscription's first period key).
+    static func paidOrder(_ subscription: GooglePlaySubscription, item: GooglePlaySubscription.LineItem?) -> String? {
+        if let order = item?.latestSuccessfulOrderId { return order }
+        let settled: [GooglePlaySubscription.State] = [.active, .canceled, .expired]
+        return settled.contains(subscription.state) ? subscription.latestOrderId : nil
     }
 
     /// A one-time product purchase read at `readAt`: PURCHASED is a `non_renewing_purchase`
