@@ -471,6 +471,13 @@ class PlayPushes(unittest.TestCase):
         ids = [int(self.quarantined(m)[0][0]) for m in (message, void_message)]
         daemon = ReconcilingDaemon(self.fake, self.tmp, "google-quarantine-rpc")
         try:
+            # While Play cannot be read the purchase's push stays open, nothing stored or acknowledged.
+            self.fake.down = True
+            down = daemon.call("events.retryQuarantined", {"ids": ids[:1], "actor": ACTOR})["result"]["results"]
+            self.fake.down = False
+            self.assertEqual([(r["outcome"], r.get("reason")) for r in down], [("still_failing", "provider_unavailable")], down)
+            self.assertEqual((self.inbox(message), self.quarantined(message)[0][4]), ([], "1"))
+            self.assertEqual(self.fake.acknowledged.get(token), None)
             results = daemon.call("events.retryQuarantined", {"ids": ids, "actor": ACTOR})["result"]["results"]
             self.assertEqual([r["outcome"] for r in results], ["applied", "applied"], results)
             self.assertTrue(wait_until(lambda: self.fake.acknowledged.get(token) == 1, 10), "acknowledged after the commit")
