@@ -218,6 +218,41 @@ private func snapshot(_ user: String, on db: DatabaseConnection) throws -> Acces
         }
     }
 
+    /// Found by scripts/bench --scale's reproject check: the fold's locking read named the
+    /// access row's `last_event_at` and each subscription's alike, and a subscription read the
+    /// user's (its latest event of all): with two subscriptions, every re-fold and every
+    /// `events.reproject` saw the older one changed, moved the revision and wrote an
+    /// `access.changed` though nothing had changed. Whichever subscription is the latest.
+    @Test func refoldOfSeveralSubscriptionsIsIdempotent() throws {
+        for latestFirst in [false, true] {
+            try withMigratedDatabase { db in
+                let user = newUser()
+                try UserDirectory.ensureKnown(user, source: .token, createdAt: now, now: now, on: db)
+                let (a, b) = latestFirst ? ("z-\(user)", "a-\(user)") : ("a-\(user)", "z-\(user)")
+                try ingest(event(.purchase, "INITIAL_PURCHASE", at: -50, expires: 600, sub: a), candidates: [user], on: db)
+                try ingest(event(.renewal, "RENEWAL", at: -30, expires: 700, sub: a), candidates: [user], on: db)
+                try ingest(event(.purchase, "INITIAL_PURCHASE", at: -5, expires: 700, sub: b, product: "app.pro.monthly", tier: .pro),
+                    candidates: [user], on: db)
+                let before = try accessRow(user, on: db)
+                let subscriptions = try storedSubscriptions(user, on: db)
+                #expect(subscriptions.count == 2 && subscriptions.map(\.lastEventAt).sorted() == [at(-30), at(-5)])
+                let outbox = try count("SELECT COUNT(*) AS n FROM billing_outbox", on: db)
+                for _ in 0..<2 {
+                    let result = try db.transaction(retries: 3, isolation: .readCommitted) { db in
+                        try AccessProjector.refold(userId: user, now: at(1), on: db)
+                    }
+                    #expect(result.changed == false && result.revision == before.revision)
+                    let (differences, reprojected) = try EventAdmin.reproject(userId: user, actor: "test", now: at(1), on: db)
+                    #expect(differences.isEmpty && reprojected.changed == false && reprojected.revision == before.revision)
+                }
+                let after = try accessRow(user, on: db)
+                #expect(after.revision == before.revision && after.updatedAt == before.updatedAt && after.applied == 3)
+                #expect(try storedSubscriptions(user, on: db) == subscriptions)
+                #expect(try count("SELECT COUNT(*) AS n FROM billing_outbox", on: db) == outbox)
+            }
+        }
+    }
+
     /// Shuffled deliveries for several users, then: what is stored equals a re-fold from the
     /// inbox, and equals the pure fold of the events as they were built (nothing is lost or
     /// altered on the way through the inbox columns).

@@ -94,7 +94,7 @@ enum AccessProjector {
         func lockAndRead() throws(DatabaseError) -> [SQLRow] {
             try db.query(
                 """
-                SELECT a.revision, a.last_event_at, a.applied_events, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
+                SELECT a.revision, a.last_event_at AS access_last_event_at, a.applied_events, \(unsafeRaw: SubscriptionState.columns) FROM billing_access a
                 LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
                 WHERE a.user_id = \(userId) FOR UPDATE
                 """)
@@ -128,7 +128,7 @@ enum AccessProjector {
             // build a temporary table and sort it on every ingested event.
             stored.sort(by: SubscriptionState.projectionOrder)
             revision = try first.uint64("revision")
-            lastEventAt = try first.optionalTimestamp("last_event_at")
+            lastEventAt = try first.optionalTimestamp("access_last_event_at")
             appliedEvents = try first.int("applied_events")
         }
     }
@@ -144,7 +144,7 @@ enum AccessProjector {
         try LockedAccess(
             rows: try db.query(
                 """
-                SELECT a.revision, a.last_event_at, a.applied_events, \(unsafeRaw: SubscriptionState.columns) FROM billing_users u
+                SELECT a.revision, a.last_event_at AS access_last_event_at, a.applied_events, \(unsafeRaw: SubscriptionState.columns) FROM billing_users u
                 JOIN billing_access a ON a.user_id = u.id
                 LEFT JOIN billing_subscriptions s ON s.user_id = a.user_id
                 WHERE u.id = \(userId) AND u.deleted_at IS NULL FOR UPDATE
