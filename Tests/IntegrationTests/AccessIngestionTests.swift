@@ -231,7 +231,8 @@ private func snapshot(_ user: String, on db: DatabaseConnection) throws -> Acces
                 let (a, b) = latestFirst ? ("z-\(user)", "a-\(user)") : ("a-\(user)", "z-\(user)")
                 try ingest(event(.purchase, "INITIAL_PURCHASE", at: -50, expires: 600, sub: a), candidates: [user], on: db)
                 try ingest(event(.renewal, "RENEWAL", at: -30, expires: 700, sub: a), candidates: [user], on: db)
-                try ingest(event(.purchase, "INITIAL_PURCHASE", at: -5, expires: 700, sub: b, product: "app.pro.monthly", tier: .pro),
+                try ingest(
+                    event(.purchase, "INITIAL_PURCHASE", at: -5, expires: 700, sub: b, product: "app.pro.monthly", tier: .pro),
                     candidates: [user], on: db)
                 let before = try accessRow(user, on: db)
                 let subscriptions = try storedSubscriptions(user, on: db)
