@@ -137,7 +137,7 @@ extension SubscriptionStats {
               EXISTS (SELECT 1 FROM billing_events p
                       WHERE p.environment = \(env) AND p.subscription_id = s.subscription_id
                         AND p.intrinsic_at < \(previousFrom) AND \(unsafeRaw: counted("p"))) AS seen_before,
-              COALESCE((SELECT p.is_trial FROM billing_events p
+              COALESCE((SELECT p.is_trial FROM billing_events p \(unsafeRaw: perSubscriptionIndex)
                         WHERE p.environment = \(env) AND p.subscription_id = s.subscription_id
                           AND p.intrinsic_at < \(previousFrom)
                           AND p.status IN ('applied', 'unmatched') AND \(unsafeRaw: countedKind("p")) IN ('purchase', 'renewal')

@@ -177,11 +177,11 @@ extension SubscriptionStats {
             FROM (
               -- LIMIT: never merged (see dailyCounts).
               SELECT s.subscription_id,
-                (SELECT p.id FROM billing_events p WHERE \(sameSubscription) \(unsafeRaw: latest)) AS last_id,
-                (SELECT p.id FROM billing_events p WHERE \(sameSubscription) AND \(unsafeRaw: periodStart("p"))
+                (SELECT p.id FROM billing_events p \(unsafeRaw: perSubscriptionIndex) WHERE \(sameSubscription) \(unsafeRaw: latest)) AS last_id,
+                (SELECT p.id FROM billing_events p \(unsafeRaw: perSubscriptionIndex) WHERE \(sameSubscription) AND \(unsafeRaw: periodStart("p"))
                   \(unsafeRaw: latest)) AS period_id,
                 (SELECT (p.will_renew = 0 OR (p.will_renew IS NULL AND p.kind IN ('cancellation', 'pause')))
-                  FROM billing_events p WHERE \(sameSubscription)
+                  FROM billing_events p \(unsafeRaw: perSubscriptionIndex) WHERE \(sameSubscription)
                     AND (p.will_renew IS NOT NULL OR p.kind IN ('purchase', 'renewal', 'cancellation', 'uncancellation', 'pause'))
                   \(unsafeRaw: latest)) AS cancelling
               FROM (

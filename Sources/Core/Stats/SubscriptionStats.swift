@@ -164,6 +164,16 @@ enum SubscriptionStats {
 
     static let lostKinds = "('expiration', 'refund', 'revoke')"
 
+    /// The index hint of every per-subscription lookup of the latest event before an instant
+    /// (`WHERE p.environment = … AND p.subscription_id = s.subscription_id AND p.intrinsic_at <
+    /// … ORDER BY p.intrinsic_at DESC, p.id DESC LIMIT 1`): the covering index on (environment,
+    /// subscription_id, intrinsic_at, id, …) answers it with a few rows read backwards. With
+    /// persistent statistics (after an `ANALYZE TABLE`) MariaDB 10.11 chose instead a range
+    /// over the environment alone for the ORDER BY, every production event read for every
+    /// subscription: a year's report of a 200k-event inbox was stopped at its 10 s limit
+    /// (scripts/bench --scale, docs/performance.md).
+    static let perSubscriptionIndex = "FORCE INDEX (billing_events_stats_subscription)"
+
     /// The kind as the counts read it (docs/stats.md, "Google Play"): a Google Play state is
     /// read from Play itself (what was sold, not a pull beside a webhook), and each paid
     /// period has its own order (`transaction_id`, its start in `purchased_at`), so its reads
