@@ -229,7 +229,8 @@ db_start() {
         --pid-file="$RUN_DIR/mariadb.pid" --log-error="$LOG_DIR/mariadb.log" \
         --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci \
         --skip-name-resolve --default-time-zone=+00:00 --max-connections=500 \
-        --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=1 \
+        --innodb-buffer-pool-size="${BILLING_DB_BUFFER_POOL:-256M}" --innodb-log-file-size="${BILLING_DB_LOG_FILE_SIZE:-96M}" \
+        --innodb-flush-log-at-trx-commit=1 \
         ${BILLING_DB_PERFORMANCE_SCHEMA:+--performance-schema=ON} ${BILLING_DB_EXTRA_ARGS:-} \
         </dev/null >/dev/null 2>&1 &
     poll 30 mariadb-admin --no-defaults --protocol=socket -S "$DB_SOCKET" -uroot ping && return 0

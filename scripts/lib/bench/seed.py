@@ -7,12 +7,14 @@ Arguments: BASE_URL SECRET_FILE USERS_FILE TOKENS_FILE RPC_SOCKET DISTINCT_FILE 
 import http.client
 import json
 import random
-import socket
 import sys
 import time
 import urllib.parse
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+
+from rpc import RpcError
+from rpc import call as rpc_call
 
 base, secret_file, users_file, tokens_file, rpc_socket, distinct_file, distinct = sys.argv[1:8]
 url = urllib.parse.urlsplit(base)
@@ -38,18 +40,10 @@ def call(method, path, body=None, headers=None, ok=(200, 201)):
 
 
 def rpc(method, params):
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(120)
-        s.connect(rpc_socket)
-        s.sendall(json.dumps({"jsonrpc": "2.0", "method": method, "params": params, "id": 1}).encode() + b"\n")
-        s.shutdown(socket.SHUT_WR)
-        data = b""
-        while chunk := s.recv(65536):
-            data += chunk
-    reply = json.loads(data)
-    if "error" in reply:
-        raise SystemExit(f"seed: {method}: {reply['error']}")
-    return reply["result"]
+    try:
+        return rpc_call(rpc_socket, method, params, timeout=120)
+    except RpcError as error:
+        raise SystemExit(f"seed: {error}")
 
 
 def history(user):
