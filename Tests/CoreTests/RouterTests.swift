@@ -122,6 +122,47 @@ private struct UnmappedConvertible: APIErrorConvertible {
         #expect(router().respond(to: HTTPRequest(method: .get, path: "/t/items/"), context: context()).status == .notFound)
     }
 
+    /// The exact-path lookup answers what the first match in registration order answers:
+    /// every order of five patterns that overlap (a literal after a parameter pattern
+    /// matching it, a trailing slash, a shorter path), against paths with and without the
+    /// leading slash, with a trailing slash, and non-ASCII ones canonically equal to a
+    /// literal (KELVIN SIGN is canonically "K"; a path is matched byte for byte).
+    @Test func exactPathsAnswerAsTheFirstMatchInOrder() {
+        let patterns = ["/a/K", "/a/:x", "/:y/K", "/a/K/", "/a"]
+        let paths = ["/a/K", "a/K", "/a/K/", "/a/\u{212A}", "/a/c", "/c/K", "/a", "a", "/", "", "/a/K/x", "/\u{212A}/K", "/a/%4B"]
+        func segments(_ s: String) -> [Substring] {
+            (s.hasPrefix("/") ? s.dropFirst() : Substring(s)).split(separator: "/", omittingEmptySubsequences: false)
+        }
+        /// The rule, written plainly: the first pattern whose segments equal the path's byte
+        /// for byte, a `:` segment taking any non-empty one.
+        func expected(_ order: [String], _ path: String) -> String? {
+            order.first { pattern in
+                let (p, q) = (segments(pattern), segments(path))
+                return p.count == q.count
+                    && zip(p, q).allSatisfy { $0.hasPrefix(":") ? !$1.isEmpty : Array($0.utf8) == Array($1.utf8) }
+            }
+        }
+        func permutations(_ items: [String]) -> [[String]] {
+            items.count <= 1
+                ? [items]
+                : items.indices.flatMap { i in
+                    var rest = items
+                    let first = rest.remove(at: i)
+                    return permutations(rest).map { [first] + $0 }
+                }
+        }
+        var checked = 0
+        for order in permutations(patterns) {
+            var router = Router<BillingRequestContext>()
+            for pattern in order { router.get(pattern) { _, _ in .json(.ok, [:]) } }
+            for path in paths {
+                #expect(router.pattern(matching: path) == expected(order, path), "\(order) \(path)")
+                checked += 1
+            }
+        }
+        #expect(checked == 120 * paths.count)
+    }
+
     @Test func apiErrorStatusMapping() {
         #expect(APIError.badRequest("x").status.code == 400)
         #expect(APIError.unauthorized().status.code == 401)
