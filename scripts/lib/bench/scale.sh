@@ -105,6 +105,12 @@ scale_main() {
         "buffer pool ${BILLING_DB_BUFFER_POOL}, redo log ${BILLING_DB_LOG_FILE_SIZE})"
     stack_down >/dev/null 2>&1 || true
     rm -rf "$DB_DIR"
+    # ~2 GiB a million events (docs/operations.md, "Sizing MariaDB"), with room to spare
+    local need_kib=$((users * 10 * 25 / 10)) free_kib
+    mkdir -p "$DB_DIR"
+    free_kib=$(df -Pk "$DB_DIR" | awk 'NR == 2 {print $4}')
+    [[ $free_kib -ge $need_kib ]] \
+        || die "scale: $((users * 10)) events need ~$((need_kib / 1048576)) GiB free under $DB_DIR; $((free_kib / 1048576)) GiB are"
     stack_up >/dev/null
     command -v wrk >/dev/null || ensure_packages
     results=$work/scale-results-$run
@@ -188,5 +194,9 @@ for name, key, op, goal in rows:
 bad = sum(v for (p, k), v in r.items() if k.startswith("bad_"))
 print(f"  non-2xx answers: {bad:.0f}")
 PY
+    # The grown stack holds its buffer pool's memory: stopped; its data stays for a look
+    # (BILLING_VAR_DIR=$BILLING_VAR_DIR BILLING_HTTP_PORT=... scripts/dev-up starts it again).
+    stack_down >/dev/null 2>&1 || true
+    echo "the grown stack is stopped; its database stays in $DB_DIR until the next --scale"
     [[ $scale_failed -eq 0 ]] || die "scale: a check failed (reproject: $work/scale-reproject, plans: $work/scale-plans)"
 }
