@@ -19,11 +19,8 @@ import subprocess
 import sys
 import time
 
-from rpc import RpcError, call
-
-
-def rpc(path, method, params):
-    return call(path, method, params)
+from rpc import RpcError
+from rpc import call as rpc
 
 
 ACCESS = ("tier", "phase", "subscription_id", "product_id", "expires_at", "will_renew", "last_event_at",
