@@ -185,8 +185,8 @@ import Testing
             for row in try db.query(
                 """
                 SELECT z.subscription_id
-                \(SubscriptionStats.activeSubscriptions(at: boundary.start, environment: "production"))
-                  AND \(unsafeRaw: SubscriptionStats.paidPeriod)
+                \(SubscriptionStats.derivedActiveSubscriptions(at: boundary.start, environment: "production"))
+                  AND \(unsafeRaw: SubscriptionStats.derivedPaidPeriod)
                 """)
             {
                 let sub = try row.string("subscription_id")

@@ -101,8 +101,8 @@ import Testing
                 """
                 SELECT z.subscription_id, COALESCE(pe.currency, 'XXX') AS currency,
                   COALESCE(pe.purchased_at, pe.intrinsic_at) AS purchased, pe.price_milli
-                \(SubscriptionStats.activeSubscriptions(at: t, environment: q.environment.rawValue))
-                  AND \(unsafeRaw: SubscriptionStats.paidPeriod)
+                \(SubscriptionStats.derivedActiveSubscriptions(at: t, environment: q.environment.rawValue))
+                  AND \(unsafeRaw: SubscriptionStats.derivedPaidPeriod)
                 """)
             {
                 paying[try row.string("subscription_id")] = Side(

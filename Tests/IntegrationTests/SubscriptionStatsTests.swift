@@ -392,6 +392,8 @@ enum StatsFixture {
         var familyShared = false
         /// A Google Play state's order (`transaction_id`): the first order, or a renewal's `..N`.
         var transactionId: String? = nil
+        /// A Google Play replacement: the subscription this one replaces.
+        var linked: String? = nil
     }
 
     /// Inserts one normalized inbox row, as ingestion would have stored it.
@@ -402,11 +404,11 @@ enum StatsFixture {
             """
             INSERT INTO billing_events (provider, provider_event_id, user_id, event_type, kind, subscription_id, product_id,
               tier, period_type, is_trial, price_milli, currency, environment, purchased_at, expires_at, grace_expires_at,
-              intrinsic_at, received_at, status, will_renew, reason, family_shared, transaction_id, payload)
+              intrinsic_at, received_at, status, will_renew, reason, family_shared, transaction_id, linked_subscription_id, payload)
             VALUES (\(r.provider), \(id), \(r.status == "applied" ? r.user : nil), \(r.kind.uppercased()), \(r.kind),
               \(r.sub), \(r.product), 'plus', \(r.trial ? "trial" : "normal"), \(r.trial), \(price),
               \(price == nil ? nil : r.currency), \(r.env), \(ts(r.purchased)), \(ts(r.expires)), \(ts(r.grace)),
-              \(ts(r.at)), \(ts(r.at)!), \(r.status), \(r.willRenew), \(r.reason), \(r.familyShared), \(r.transactionId), '{}')
+              \(ts(r.at)), \(ts(r.at)!), \(r.status), \(r.willRenew), \(r.reason), \(r.familyShared), \(r.transactionId), \(r.linked), '{}')
             """)
     }
 

@@ -97,6 +97,12 @@ public enum RPCAdminApp {
                     configuration: configuration.webhooks, clock: services.clock, logger: logger,
                     makeConnection: { services.makeDatabaseConnection(database) }
                 ).services() as [any ProcessLifecycle.Service]
+            // The statistics' stored states (sql/025): the inbox's changes taken in every few
+            // seconds, so that a report finds little left to derive.
+            daemon.append(
+                SubscriptionStates.refresher(
+                    everySeconds: 5, clock: services.clock, logger: logger,
+                    makeConnection: { services.makeDatabaseConnection(database) }))
             // Live changes for the app: each committed change to its user's nchan channel.
             if let socket = LivePublisherSocket(configuration.live) {
                 daemon.append(

@@ -1,6 +1,6 @@
 extension RPCMethodRegistry where Context: RPCContextProtocol {
-    /// `stats.subscriptions`, `stats.cohorts`, `rates.import`, `rates.list` and
-    /// `stats.purgePaywallEvents` (docs/stats.md).
+    /// `stats.subscriptions`, `stats.snapshots`, `stats.cohorts`, `rates.import`, `rates.list`,
+    /// `stats.refresh` and `stats.purgePaywallEvents` (docs/stats.md).
     /// `reportingCurrency`: `reporting.currency`, the default currency of revenue and MRR.
     mutating func registerStatsMethods(catalog: ProductCatalog, reportingCurrency: String) {
         register(
@@ -40,6 +40,7 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
             }
             let db = try context.requireDatabase()
             let now = context.clock.now()
+            try SubscriptionStates.refresh(on: db, now: now)
             let snapshots = try instants.map {
                 try SubscriptionStats.snapshot(
                     at: min($0, now), environment: environment.rawValue, currency: currency, cadence: catalog.cadence(of:), on: db
@@ -105,6 +106,16 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
             let to = try request.params.optionalValue("to") == nil ? nil : try request.params.requireDay("to")
             let limit = try request.params.optionalInt("limit", in: 1...10_000) ?? 100
             return try ExchangeRates.list(currency: currency, from: from, to: to, limit: limit, on: try context.requireDatabase())
+        }
+        register(
+            "stats.refresh",
+            summary:
+                "Derive the stored subscription states (billing_subscription_states) of every subscription whose inbox rows changed, now; billing-rpc also does it every few seconds and before each statistic",
+            params: "{}"
+        ) { request, context in
+            try request.params.expectOnly()
+            let r = try SubscriptionStates.refresh(on: try context.requireDatabase(), now: context.clock.now())
+            return ["subscriptions": .int(Int64(r.subscriptions)), "states": .int(Int64(r.states)), "pending": .int(r.pending)]
         }
         register(
             "stats.purgePaywallEvents",

@@ -50,6 +50,7 @@ extension SubscriptionStats {
         let length = q.to.millisecondsSinceEpoch - q.from.millisecondsSinceEpoch
         guard length > 0 else { throw QueryError.emptyPeriod }
         guard length <= maximumCohortDays * 86_400_000 else { throw QueryError.periodTooLong }
+        try SubscriptionStates.refresh(on: db, now: now)
         let asOf = min(q.to, now)
         let env = q.environment.rawValue
         let members = cohortMembers(q)
@@ -72,8 +73,8 @@ extension SubscriptionStats {
         if !boundaries.isEmpty {
             let paying = boundaries.enumerated().map { (n, b) -> SQLQuery in
                 """
-                SELECT \(Int64(n)) AS boundary, z.subscription_id
-                \(activeSubscriptions(at: b.start, environment: env)) AND \(unsafeRaw: paidPeriod)
+                SELECT \(Int64(n)) AS boundary, s.subscription_id
+                \(SubscriptionStates.active(at: b.start, environment: env)) AND \(unsafeRaw: SubscriptionStates.paid)
                 """
             }
             let union = paying.dropFirst().reduce(paying[0]) { "\($0) UNION ALL \($1)" }

@@ -60,10 +60,9 @@ extension SubscriptionStats {
         for p in end.products { endCadence[p.productId] = p.cadence }
         func side(_ n: Int, at t: Timestamp) -> SQLQuery {
             """
-            SELECT \(Int64(n)) AS side, z.subscription_id, COALESCE(pe.product_id, le.product_id) AS product_id,
-              COALESCE(pe.currency, 'XXX') AS currency, DATE(COALESCE(pe.purchased_at, pe.intrinsic_at)) AS day,
-              pe.price_milli
-            \(activeSubscriptions(at: t, environment: env)) AND \(unsafeRaw: paidPeriod)
+            SELECT \(Int64(n)) AS side, s.subscription_id, s.product_id, COALESCE(s.currency, 'XXX') AS currency,
+              DATE(s.paid_at) AS day, s.price_milli, s.first_paid_at
+            \(SubscriptionStates.active(at: t, environment: env)) AND \(unsafeRaw: SubscriptionStates.paid)
             """
         }
         struct Side {
@@ -97,11 +96,7 @@ extension SubscriptionStats {
               MAX(CASE WHEN m.side = 0 THEN m.currency END) AS currency0, MAX(CASE WHEN m.side = 1 THEN m.currency END) AS currency1,
               MAX(CASE WHEN m.side = 0 THEN m.day END) AS day0, MAX(CASE WHEN m.side = 1 THEN m.day END) AS day1,
               MAX(CASE WHEN m.side = 0 THEN m.price_milli END) AS price0, MAX(CASE WHEN m.side = 1 THEN m.price_milli END) AS price1,
-              (MIN(m.side) = 1 AND EXISTS (
-                SELECT 1 FROM billing_events p
-                WHERE p.environment = \(env) AND p.subscription_id = m.subscription_id AND p.intrinsic_at < \(q.from)
-                  AND \(unsafeRaw: counted("p")) AND p.kind IN ('purchase', 'renewal', 'non_renewing_purchase', 'subscriber_state')
-                  AND p.is_trial = 0 AND p.family_shared = 0 AND p.price_milli > 0)) AS paid_before
+              (MIN(m.side) = 1 AND MAX(m.first_paid_at) < \(q.from)) AS paid_before
             FROM (\(side(0, at: q.from)) UNION ALL \(side(1, at: snapshotAt))) m
             GROUP BY m.subscription_id
             """

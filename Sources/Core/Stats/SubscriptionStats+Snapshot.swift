@@ -60,19 +60,16 @@ extension SubscriptionStats {
         }
     }
 
-    /// The state at `t` of every subscription, from its events with intrinsic_at < t:
-    /// only subscriptions with an event before t whose access (expiry or grace) runs past t
-    /// can be active, so those are the candidates (covering index on expires_at); for each,
-    /// LIMIT 1 lookups in the covering per-subscription index find the latest event, the
-    /// latest period start and the latest renewal intent before t; the two rows whose
-    /// product and price matter are then read by primary key. MariaDB sums the paying
-    /// prices per product, currency and purchase day; each sum is converted here at that
-    /// day's rate (`ExchangeRates`), then each product's converted sum is made monthly.
+    /// The subscriptions active at `t`, from their stored states (`SubscriptionStates`: the
+    /// state after the latest counted event before t). MariaDB sums the paying prices per
+    /// product, currency and purchase day; each sum is converted here at that day's rate
+    /// (`ExchangeRates`), then each product's converted sum is made monthly.
     static func snapshot(
         at t: Timestamp, environment env: String, currency: String,
         cadence: (String) -> Cadence?, on db: DatabaseConnection
     ) throws -> Snapshot {
-        let active = activeSubscriptions(at: t, environment: env)
+        let active = SubscriptionStates.active(at: t, environment: env)
+        let paid = SubscriptionStates.paid
         struct Product {
             var counts = ProductSnapshot(productId: nil, active: 0, trial: 0, cancelling: 0, familyShared: 0, mrrMilli: 0)
             var prices = CurrencyAmounts()
@@ -83,19 +80,15 @@ extension SubscriptionStats {
         var products: [Product] = []
         try db.forEachRow(
             """
-            SELECT COALESCE(pe.product_id, le.product_id) AS product_id,
-              CASE WHEN \(unsafeRaw: paidPeriod) THEN COALESCE(pe.currency, 'XXX') END AS paid_currency,
-              CASE WHEN \(unsafeRaw: paidPeriod) THEN DATE(COALESCE(pe.purchased_at, pe.intrinsic_at)) END AS paid_day,
-              COUNT(*) AS active,
-              SUM(\(unsafeRaw: isTrial) = 1) AS trial,
-              SUM(COALESCE(z.cancelling, 0)) AS cancelling,
-              SUM(\(unsafeRaw: isTrial) = 0 AND \(unsafeRaw: isShared) = 1) AS family_shared,
-              CAST(LEAST(SUM(CASE WHEN \(unsafeRaw: paidPeriod) THEN pe.price_milli ELSE 0 END), 9223372036854775807) AS SIGNED) AS price_sum,
-              CAST(SUM(CASE WHEN \(unsafeRaw: isTrial) = 0 AND pe.expires_at > pe.purchased_at
-                  THEN TIMESTAMPDIFF(SECOND, pe.purchased_at, pe.expires_at) ELSE 0 END) AS SIGNED) AS period_seconds,
-              SUM(CASE WHEN \(unsafeRaw: isTrial) = 0 AND pe.expires_at > pe.purchased_at THEN 1 ELSE 0 END) AS periods
+            SELECT s.product_id,
+              CASE WHEN \(unsafeRaw: paid) THEN COALESCE(s.currency, 'XXX') END AS paid_currency,
+              CASE WHEN \(unsafeRaw: paid) THEN DATE(s.paid_at) END AS paid_day,
+              COUNT(*) AS active, SUM(s.is_trial) AS trial, SUM(s.cancelling) AS cancelling,
+              SUM(s.is_trial = 0 AND s.family_shared = 1) AS family_shared,
+              CAST(LEAST(SUM(CASE WHEN \(unsafeRaw: paid) THEN s.price_milli ELSE 0 END), 9223372036854775807) AS SIGNED) AS price_sum,
+              CAST(COALESCE(SUM(s.period_seconds), 0) AS SIGNED) AS period_seconds, COUNT(s.period_seconds) AS periods
             \(active)
-            GROUP BY COALESCE(pe.product_id, le.product_id), paid_currency, paid_day
+            GROUP BY s.product_id, paid_currency, paid_day
             ORDER BY product_id
             """
         ) { (row: SQLRow) throws(DatabaseError) in
@@ -144,8 +137,8 @@ extension SubscriptionStats {
             SELECT COUNT(*) AS users,
               SUM(NOT EXISTS (SELECT 1 FROM billing_user_days d WHERE d.user_id = u.user_id
                                 AND d.day >= DATE(\(from)) AND d.day <= DATE(\(to.adding(milliseconds: -1))))) AS unseen
-            FROM (SELECT DISTINCT le.user_id \(activeSubscriptions(at: t, environment: env))
-                    AND \(unsafeRaw: isTrial) = 0 AND \(unsafeRaw: isShared) = 0 AND le.user_id IS NOT NULL
+            FROM (SELECT DISTINCT s.user_id \(SubscriptionStates.active(at: t, environment: env))
+                    AND s.is_trial = 0 AND s.family_shared = 0 AND s.user_id IS NOT NULL
                   LIMIT 18446744073709551615) u
             """)
         return (try row?.int64("users") ?? 0, try row?.optionalInt64("unseen") ?? 0)
@@ -155,68 +148,5 @@ extension SubscriptionStats {
     static func monthly(_ milli: Int64, _ cadence: Cadence) -> Int64 {
         let factor = monthlyFactor(cadence)
         return Money.dividedRounded(Int128(milli) * Int128(factor.numerator), by: Int128(factor.denominator))
-    }
-
-    static let isTrial = "COALESCE(pe.is_trial, le.is_trial)"
-    static let isShared = "COALESCE(pe.family_shared, le.family_shared)"
-    /// A subscription that pays: not a trial, not family-shared, its period priced.
-    static let paidPeriod = "(\(isTrial) = 0 AND \(isShared) = 0 AND pe.price_milli > 0)"
-
-    /// `FROM … WHERE …` of the subscriptions active at `t`: `z` (the subscription, whether its
-    /// renewal is off), `le` its latest event and `pe` its latest period start before t.
-    static func activeSubscriptions(at t: Timestamp, environment env: String) -> SQLQuery {
-        let latest = "ORDER BY p.intrinsic_at DESC, p.id DESC LIMIT 1"
-        let sameSubscription: SQLQuery = """
-            p.environment = \(env) AND p.subscription_id = s.subscription_id AND p.intrinsic_at < \(t) AND \(unsafeRaw: counted("p"))
-            """
-        // A refund or revocation of a period older than the latest period start takes back
-        // that period only: the later one stands (SPEC §5).
-        let earlierRefund = "(le.kind IN ('refund', 'revoke') AND pe.purchased_at IS NOT NULL AND le.purchased_at < pe.purchased_at)"
-        let never = Timestamp(millisecondsSinceEpoch: 0)
-        return """
-            FROM (
-              -- LIMIT: never merged (see dailyCounts).
-              SELECT s.subscription_id,
-                (SELECT p.id FROM billing_events p \(unsafeRaw: perSubscriptionIndex) WHERE \(sameSubscription) \(unsafeRaw: latest)) AS last_id,
-                (SELECT p.id FROM billing_events p \(unsafeRaw: perSubscriptionIndex) WHERE \(sameSubscription) AND \(unsafeRaw: periodStart("p"))
-                  \(unsafeRaw: latest)) AS period_id,
-                (SELECT (p.will_renew = 0 OR (p.will_renew IS NULL AND p.kind IN ('cancellation', 'pause')))
-                  FROM billing_events p \(unsafeRaw: perSubscriptionIndex) WHERE \(sameSubscription)
-                    AND (p.will_renew IS NOT NULL OR p.kind IN ('purchase', 'renewal', 'cancellation', 'uncancellation', 'pause'))
-                  \(unsafeRaw: latest)) AS cancelling
-              FROM (
-                SELECT DISTINCT e.subscription_id FROM billing_events e
-                WHERE e.environment = \(env) AND e.expires_at > \(t) AND e.intrinsic_at < \(t) AND \(unsafeRaw: counted("e"))
-                UNION
-                SELECT e.subscription_id FROM billing_events e
-                WHERE e.environment = \(env) AND e.grace_expires_at > \(t) AND e.intrinsic_at < \(t) AND \(unsafeRaw: counted("e"))
-              ) s
-              LIMIT 18446744073709551615
-            ) z
-            JOIN billing_events le ON le.id = z.last_id
-            LEFT JOIN billing_events pe ON pe.id = z.period_id
-            WHERE NOT (le.kind IN \(unsafeRaw: lostKinds) AND NOT \(unsafeRaw: earlierRefund))
-              -- A Play subscription another token replaced (linkedPurchaseToken) ends when its
-              -- replacement starts, as the fold ends it: never counted twice.
-              AND NOT EXISTS (SELECT 1 FROM billing_events r
-                              WHERE r.linked_subscription_id = z.subscription_id AND r.environment = \(env)
-                                AND r.provider = 'google_play' AND COALESCE(r.purchased_at, r.intrinsic_at) <= \(t)
-                                AND \(unsafeRaw: counted("r")))
-              AND GREATEST(COALESCE(
-                CASE WHEN \(unsafeRaw: earlierRefund) THEN pe.expires_at
-                  WHEN le.expires_at IS NOT NULL THEN GREATEST(le.expires_at, COALESCE(le.grace_expires_at, le.expires_at))
-                  ELSE (SELECT GREATEST(p.expires_at, COALESCE(p.grace_expires_at, p.expires_at)) FROM billing_events p
-                        WHERE p.environment = \(env) AND p.subscription_id = z.subscription_id AND p.intrinsic_at < \(t)
-                          AND \(unsafeRaw: counted("p")) AND p.expires_at IS NOT NULL \(unsafeRaw: latest))
-                  END, \(never)),
-                -- The grace end stated by the latest billing issue of the current period keeps
-                -- access, even when a later notice of the same failure states none (SPEC §5).
-                COALESCE((SELECT p.grace_expires_at FROM billing_events p
-                          WHERE p.environment = \(env) AND p.subscription_id = z.subscription_id AND p.intrinsic_at < \(t)
-                            AND \(unsafeRaw: counted("p")) AND p.kind = 'billing_issue' AND p.grace_expires_at IS NOT NULL
-                            AND (pe.id IS NULL OR p.intrinsic_at > pe.intrinsic_at OR (p.intrinsic_at = pe.intrinsic_at AND p.id > pe.id))
-                          \(unsafeRaw: latest)),
-                         \(never))) > \(t)
-            """
     }
 }

@@ -48,6 +48,8 @@ enum SubscriptionStats {
         guard length <= maximumPeriodDays * 86_400_000 else { throw QueryError.periodTooLong }
         let previousFrom = query.from.adding(milliseconds: -length)
         let zone = try normalizedZone(query.timeZone, on: db)
+        // The stored states first take in every inbox change committed before this call.
+        try SubscriptionStates.refresh(on: db, now: now)
         let env = query.environment.rawValue
         let snapshotAt = min(query.to, now)
 
@@ -156,13 +158,6 @@ enum SubscriptionStats {
         "("
         + (["test", "transfer"] + EventKind.allCases.filter(\.isInformational).map(\.rawValue))
         .map { "'\($0)'" }.joined(separator: ", ") + ")"
-
-    /// Kinds that open a period of access (the product and price in force come from them).
-    static func periodStart(_ a: String) -> String {
-        "\(a).kind IN ('purchase', 'renewal', 'promotional', 'temporary_grant', 'non_renewing_purchase', 'subscriber_state')"
-    }
-
-    static let lostKinds = "('expiration', 'refund', 'revoke')"
 
     /// The index hint of every per-subscription lookup of the latest event before an instant
     /// (`WHERE p.environment = … AND p.subscription_id = s.subscription_id AND p.intrinsic_at <

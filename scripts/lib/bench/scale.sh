@@ -19,6 +19,13 @@ scale_generate() {
     echo >&2
 }
 
+# The statistics' stored states of every generated subscription (sql/025): the triggers noted
+# each generated event; stats.refresh derives them all (billing-rpc's own refresher would, in
+# the background). Prints the milliseconds it took.
+scale_refresh() {
+    python3 "$ROOT/scripts/lib/bench/scale.py" time "$RPC_SOCKET" 1 stats.refresh '{}'
+}
+
 scale_user() { printf '5ca1e%s-0000-4000-8000-%012x' "$scale_tag" "$1"; }
 
 # The users the rows use, spread over the small database's users (so present in both): 1,000
@@ -121,6 +128,8 @@ scale_main() {
     started=$(date +%s)
     scale_generate 0 "$small"
     took_small=$(($(date +%s) - started))
+    local refresh_small refresh_large
+    refresh_small=$(scale_refresh)
     scale_pick_users "$small"
     scale_rows small
 
@@ -133,6 +142,7 @@ scale_main() {
       cat "$ROOT/scripts/lib/bench/scale-heavy.sql"; } | db_client billing || die "the heavy user failed"
     db_client billing -e "ANALYZE TABLE billing_events, billing_event_parties, billing_users, billing_access, billing_subscriptions, billing_grants, usage_ledger" >/dev/null
     took_large=$(($(date +%s) - started))
+    refresh_large=$(scale_refresh)
     db_client -N billing -e "SELECT 'rows:', (SELECT COUNT(*) FROM billing_users) users, (SELECT COUNT(*) FROM billing_events) events,
       (SELECT COUNT(*) FROM usage_ledger) usage_rows, (SELECT COUNT(*) FROM billing_grants) grants" | sed 's/^/==> /' >&2
     scale_rows large
@@ -173,6 +183,7 @@ scale_main() {
     total=$(db_client -N billing -e "SELECT SUM(data_length + index_length) FROM information_schema.tables WHERE table_schema = 'billing'")
     awk -v t="$total" -v e="$events" 'BEGIN { printf "size: %.1f GiB in all for %d events = %.2f GiB per million events (every table)\n", t / 1073741824, e, t / 1073741824 / (e / 1000000) }'
     echo "generated: $small users in ${took_small} s, then $((users - small)) more in ${took_large} s (with ANALYZE TABLE)"
+    echo "stats.refresh after generating (ms): $refresh_small for the first $small users, $refresh_large for the rest"
     echo "events.reproject of the user with 1,000 events (ms, 3 calls): $reproject_ms"
     echo "stats.subscriptions, cold then warm (ms): 365 days $stats365; 30 days $stats30"
     python3 - "$results" <<'PY'

@@ -1,0 +1,325 @@
+/// The statistics' stored state (sql/025, docs/stats.md "Stored state"): each subscription's
+/// state after each of its counted events, for as long as it is active, in
+/// `billing_subscription_states`. The set of subscriptions active at an instant (the
+/// snapshots, the MRR movement, paying users, cohort retention) is then one range of that
+/// table per length class, where deriving it from the inbox cost five lookups per candidate.
+///
+/// The inbox stays the truth: triggers note every subscription whose inbox rows change, and
+/// `refresh` folds each noted subscription again from all its counted events (`states(of:)`)
+/// and replaces its rows, so an event that arrives late, a user found or erased, a Play
+/// replacement all land the same way.
+enum SubscriptionStates {
+    /// Instants are compared in milliseconds (DATETIME(3)).
+    static let day: Int64 = 86_400_000
+    /// A state of class c is active for at most 2^c days; the last class has no bound.
+    static let unboundedClass = 16
+
+    /// One counted inbox event of a subscription, as the states read it.
+    struct Event: Sendable, Equatable {
+        var id: UInt64
+        var at: Int64
+        var kind: String
+        var userId: String?
+        var productId: String?
+        var isTrial: Bool
+        var familyShared: Bool
+        var priceMilli: Int64?
+        var currency: String?
+        var purchasedAt: Int64?
+        var expiresAt: Int64?
+        var graceExpiresAt: Int64?
+        var willRenew: Bool?
+    }
+
+    /// The subscription after `eventId`, active at t when `validFrom < t < activeUntil`.
+    struct State: Sendable, Equatable {
+        var eventId: UInt64
+        var validFrom: Int64
+        var activeUntil: Int64
+        var userId: String?
+        var productId: String?
+        var isTrial: Bool
+        var familyShared: Bool
+        var cancelling: Bool
+        var priceMilli: Int64?
+        var currency: String?
+        var paidAt: Int64?
+        var periodSeconds: Int64?
+        var firstPaidAt: Int64?
+
+        /// The smallest c with activeUntil − validFrom ≤ 2^c days (`unboundedClass` at most).
+        var spanClass: Int {
+            let span = activeUntil - validFrom
+            var c = 0
+            while c < SubscriptionStates.unboundedClass && span > (Int64(1) << c) * SubscriptionStates.day { c += 1 }
+            return c
+        }
+    }
+
+    static let periodStartKinds: Set<String> = [
+        "purchase", "renewal", "promotional", "temporary_grant", "non_renewing_purchase", "subscriber_state",
+    ]
+    static let renewalIntentKinds: Set<String> = ["purchase", "renewal", "cancellation", "uncancellation", "pause"]
+    static let lostKinds: Set<String> = ["expiration", "refund", "revoke"]
+    /// What a first paid period is (MRR's reactivation vs new): a sale at a price, not a
+    /// trial, not family-shared.
+    static let paidKinds: Set<String> = ["purchase", "renewal", "non_renewing_purchase", "subscriber_state"]
+
+    /// The states of one subscription from all its counted events, sorted by (at, id), and
+    /// when a Play replacement ends it (`replacedAt`; it is not active from then on).
+    ///
+    /// After each event E, for the instants t with E.at < t ≤ the next event's at (the events
+    /// before t are E and those before it):
+    /// - the period in force is the latest period start (`periodStartKinds`); its product,
+    ///   trial, family sharing and price count, else the latest event's;
+    /// - cancelling is the latest renewal intent: `will_renew` false, or without one a
+    ///   cancellation or pause (a purchase, renewal or uncancellation says it renews);
+    /// - access ends at E's expiry or grace, else the latest expiry or grace stated before;
+    ///   a refund or revocation of a period older than the period in force ends only that
+    ///   period, so the period in force's expiry stands; the grace of the latest billing issue
+    ///   since the period began keeps access even when a later notice states none;
+    /// - an expiration, refund or revocation (not of an older period) ends access at E.
+    static func states(of events: [Event], replacedAt: Int64?) -> [State] {
+        let firstPaid = events.first {
+            paidKinds.contains($0.kind) && !$0.isTrial && !$0.familyShared && ($0.priceMilli ?? 0) > 0
+        }?.at
+        var result: [State] = []
+        var period: Event?
+        var cancelling = false
+        var latestExpiry: Int64?
+        var issueGrace: Int64?
+        for (index, e) in events.enumerated() {
+            if periodStartKinds.contains(e.kind) {
+                period = e
+                issueGrace = nil
+            }
+            if e.willRenew != nil || renewalIntentKinds.contains(e.kind) {
+                cancelling = e.willRenew == false || (e.willRenew == nil && (e.kind == "cancellation" || e.kind == "pause"))
+            }
+            if e.kind == "billing_issue", let grace = e.graceExpiresAt { issueGrace = grace }
+            let ownExpiry = e.expiresAt.map { max($0, e.graceExpiresAt ?? $0) }
+            defer { if let ownExpiry { latestExpiry = ownExpiry } }
+
+            var earlierRefund = false
+            if e.kind == "refund" || e.kind == "revoke", let refunded = e.purchasedAt, let current = period?.purchasedAt {
+                earlierRefund = refunded < current
+            }
+            if lostKinds.contains(e.kind) && !earlierRefund { continue }
+            let access = earlierRefund ? period?.expiresAt : (ownExpiry ?? latestExpiry)
+            var until = max(access ?? 0, issueGrace ?? 0)
+            if index + 1 < events.count { until = min(until, events[index + 1].at + 1) }
+            if let replacedAt { until = min(until, replacedAt) }
+            guard until > e.at + 1 else { continue }
+
+            let isTrial = period?.isTrial ?? e.isTrial
+            var periodSeconds: Int64?
+            if !isTrial, let p = period, let bought = p.purchasedAt, let expires = p.expiresAt, expires > bought {
+                periodSeconds = (expires - bought) / 1000
+            }
+            result.append(
+                State(
+                    eventId: e.id, validFrom: e.at, activeUntil: until, userId: e.userId,
+                    productId: period?.productId ?? e.productId, isTrial: isTrial,
+                    familyShared: period?.familyShared ?? e.familyShared, cancelling: cancelling,
+                    priceMilli: period?.priceMilli, currency: period?.currency,
+                    paidAt: period.map { $0.purchasedAt ?? $0.at }, periodSeconds: periodSeconds, firstPaidAt: firstPaid))
+        }
+        return result
+    }
+
+    // MARK: - Reading
+
+    /// `FROM … WHERE …` of the states active at `t` (alias `s`): for each length class c, the
+    /// states of that class begun in the 2^c days before t (a state active at t began less
+    /// than its length before t), one index range each.
+    static func active(at t: Timestamp, environment env: String) -> SQLQuery {
+        var classes: SQLQuery = ""
+        for c in 0..<unboundedClass {
+            let earliest = t.adding(milliseconds: -(Int64(1) << c) * day)
+            classes.append("(s.span_class = \(Int64(c)) AND s.valid_from >= \(earliest)) OR ")
+        }
+        classes.append("s.span_class = \(Int64(unboundedClass))")
+        return """
+            FROM billing_subscription_states s
+            WHERE s.environment = \(env) AND (\(classes)) AND s.valid_from < \(t) AND s.active_until > \(t)
+            """
+    }
+
+    /// A state that pays: not a trial, not family-shared, its period priced.
+    static let paid = "(s.is_trial = 0 AND s.family_shared = 0 AND s.price_milli > 0)"
+
+    // MARK: - Refresh
+
+    /// Subscriptions derived again per transaction, at most.
+    static let batchSize = 2_048
+    /// Subscriptions read, deleted and written per statement (lists are padded to this
+    /// length, so each statement has one text and stays prepared).
+    static let chunk = 64
+
+    struct RefreshResult: Sendable, Equatable {
+        var subscriptions = 0
+        var states = 0
+        /// Notes left (written after the refresh began, or the refresh was cut short).
+        var pending: Int64 = 0
+    }
+
+    /// Derives again every subscription noted in `billing_subscription_changes` when the call
+    /// began, one batch per transaction; `proceed` is asked between batches (a stopping
+    /// daemon cuts the work short; the rest waits for the next refresh). Refreshes run one at
+    /// a time (the lock row), each at read committed: its reads see everything committed
+    /// before them, so every note it removes was read with the events it stands for.
+    @discardableResult
+    static func refresh(on db: DatabaseConnection, now: Timestamp, while proceed: () -> Bool = { true }) throws -> RefreshResult {
+        var result = RefreshResult()
+        let last = try db.queryOne("SELECT CAST(COALESCE(MAX(id), 0) AS UNSIGNED) AS last FROM billing_subscription_changes")?.uint64("last") ?? 0
+        while proceed() {
+            let done = try db.transaction(retries: 3, isolation: .readCommitted) { db -> (subscriptions: Int, states: Int)? in
+                try db.execute(
+                    "UPDATE billing_subscription_refresh SET refreshed_at = \(now) WHERE id = 1")
+                var ids: [UInt64] = []
+                // Ids compare byte for byte, as in SQL (a String compares canonical equivalents equal).
+                var noted: [String: Set<[UInt8]>] = [:]
+                for row in try db.query(
+                    """
+                    SELECT id, environment, subscription_id FROM billing_subscription_changes
+                    WHERE id <= \(last) ORDER BY id LIMIT \(Int64(batchSize))
+                    """)
+                {
+                    ids.append(try row.uint64("id"))
+                    noted[try row.string("environment"), default: []].insert(Array(try row.string("subscription_id").utf8))
+                }
+                guard !ids.isEmpty else { return nil }
+                var written = 0
+                var count = 0
+                for (env, subscriptions) in noted.sorted(by: { $0.key < $1.key }) {
+                    let sorted = subscriptions.sorted { $0.lexicographicallyPrecedes($1) }.map { String(decoding: $0, as: UTF8.self) }
+                    count += sorted.count
+                    for start in stride(from: 0, to: sorted.count, by: chunk) {
+                        written += try derive(Array(sorted[start..<min(start + chunk, sorted.count)]), environment: env, on: db)
+                    }
+                }
+                for start in stride(from: 0, to: ids.count, by: chunk) {
+                    let part = ids[start..<min(start + chunk, ids.count)].map(SQLValue.uint)
+                    try db.execute("DELETE FROM billing_subscription_changes WHERE id IN (\(list: padded(part)))")
+                }
+                try db.execute(
+                    "UPDATE billing_subscription_refresh SET subscriptions = subscriptions + \(Int64(count)) WHERE id = 1")
+                return (count, written)
+            }
+            guard let done else { break }
+            result.subscriptions += done.subscriptions
+            result.states += done.states
+        }
+        result.pending = try db.queryOne("SELECT COUNT(*) AS n FROM billing_subscription_changes")?.int64("n") ?? 0
+        return result
+    }
+
+    /// A list padded to `chunk` values with its last one (an `IN` list means the same).
+    static func padded(_ values: [SQLValue]) -> [SQLValue] {
+        guard let last = values.last, values.count < chunk else { return values }
+        return values + Array(repeating: last, count: chunk - values.count)
+    }
+
+    /// Replaces the states of up to `chunk` subscriptions of one environment by those their
+    /// counted events give; returns how many states were written.
+    static func derive(_ subscriptions: [String], environment env: String, on db: DatabaseConnection) throws -> Int {
+        let list = padded(subscriptions.map(SQLValue.string))
+        var events: [[UInt8]: [Event]] = [:]
+        try db.forEachRow(
+            """
+            SELECT e.subscription_id, e.id, e.intrinsic_at, e.kind, e.user_id, e.product_id, e.is_trial, e.family_shared,
+              e.price_milli, e.currency, e.purchased_at, e.expires_at, e.grace_expires_at, e.will_renew
+            FROM billing_events e \(unsafeRaw: SubscriptionStats.perSubscriptionIndex)
+            WHERE e.environment = \(env) AND e.subscription_id IN (\(list: list)) AND \(unsafeRaw: SubscriptionStats.counted("e"))
+            ORDER BY e.subscription_id, e.intrinsic_at, e.id
+            """
+        ) { (row: SQLRow) throws(DatabaseError) in
+            let event = Event(
+                id: try row.uint64("id"), at: try row.timestamp("intrinsic_at").millisecondsSinceEpoch,
+                kind: try row.string("kind"), userId: try row.optionalString("user_id"),
+                productId: try row.optionalString("product_id"), isTrial: try row.bool("is_trial"),
+                familyShared: try row.bool("family_shared"), priceMilli: try row.optionalInt64("price_milli"),
+                currency: try row.optionalString("currency"),
+                purchasedAt: try row.optionalTimestamp("purchased_at")?.millisecondsSinceEpoch,
+                expiresAt: try row.optionalTimestamp("expires_at")?.millisecondsSinceEpoch,
+                graceExpiresAt: try row.optionalTimestamp("grace_expires_at")?.millisecondsSinceEpoch,
+                willRenew: try row.optionalInt64("will_renew").map { $0 != 0 })
+            events[Array(try row.string("subscription_id").utf8), default: []].append(event)
+        }
+        var replaced: [[UInt8]: Int64] = [:]
+        for row in try db.query(
+            """
+            SELECT r.linked_subscription_id AS subscription_id, MIN(COALESCE(r.purchased_at, r.intrinsic_at)) AS replaced_at
+            FROM billing_events r
+            WHERE r.linked_subscription_id IN (\(list: list)) AND r.environment = \(env) AND r.provider = 'google_play'
+              AND \(unsafeRaw: SubscriptionStats.counted("r"))
+            GROUP BY r.linked_subscription_id
+            """)
+        {
+            replaced[Array(try row.string("subscription_id").utf8)] = try row.timestamp("replaced_at").millisecondsSinceEpoch
+        }
+        try db.execute(
+            "DELETE FROM billing_subscription_states WHERE environment = \(env) AND subscription_id IN (\(list: list))")
+        var rows: [(String, State)] = []
+        for id in subscriptions {
+            let key = Array(id.utf8)
+            for state in states(of: events[key] ?? [], replacedAt: replaced[key]) { rows.append((id, state)) }
+        }
+        var start = 0
+        // Chunks of 32, 16, … 1 rows: at most six statement texts.
+        var size = 32
+        while start < rows.count {
+            while size > rows.count - start { size /= 2 }
+            try insert(rows[start..<start + size], environment: env, on: db)
+            start += size
+        }
+        return rows.count
+    }
+
+    private static func insert(_ rows: ArraySlice<(String, State)>, environment env: String, on db: DatabaseConnection) throws {
+        func ts(_ ms: Int64?) -> Timestamp? { ms.map(Timestamp.init(millisecondsSinceEpoch:)) }
+        var values: SQLQuery = ""
+        for (n, (id, s)) in rows.enumerated() {
+            if n > 0 { values.append(", ") }
+            values.append(
+                """
+                (\(env), \(Int64(s.spanClass)), \(ts(s.validFrom)), \(s.eventId), \(ts(s.activeUntil)), \(id), \(s.userId),
+                 \(s.productId), \(s.isTrial), \(s.familyShared), \(s.cancelling), \(s.priceMilli), \(s.currency),
+                 \(ts(s.paidAt)), \(s.periodSeconds), \(ts(s.firstPaidAt)))
+                """)
+        }
+        try db.execute(
+            """
+            INSERT INTO billing_subscription_states (environment, span_class, valid_from, event_id, active_until,
+              subscription_id, user_id, product_id, is_trial, family_shared, cancelling, price_milli, currency, paid_at,
+              period_seconds, first_paid_at)
+            VALUES \(values)
+            """)
+    }
+}
+
+extension SubscriptionStates {
+    /// billing-rpc's background refresh: every `everySeconds`, `refresh` on a connection of its
+    /// own, cut short when the daemon stops. A failure is logged and the next step tries again
+    /// (the notes stay until a refresh commits).
+    static func refresher(
+        everySeconds: Int, clock: any BillingClock, logger: Logger,
+        makeConnection: @escaping @Sendable () -> DatabaseConnection
+    ) -> PeriodicService {
+        PeriodicService(name: "stats refresher", intervalMilliseconds: Int64(everySeconds) * 1000) {
+            let db = makeConnection()
+            return { isStopping in
+                do {
+                    let done = try refresh(on: db, now: clock.now(), while: { !isStopping() })
+                    if done.subscriptions > 0 {
+                        logger.info(
+                            "stats.refresh",
+                            ["subscriptions": .int(Int64(done.subscriptions)), "states": .int(Int64(done.states)), "pending": .int(done.pending)])
+                    }
+                } catch {
+                    logger.error("stats.refresh.failed", ["error.message": .string(String(describing: error))])
+                }
+            }
+        }
+    }
+}

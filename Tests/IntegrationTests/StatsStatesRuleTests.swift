@@ -1,0 +1,260 @@
+import Testing
+
+@testable import Core
+
+/// The rule of the stored states (sql/025, docs/stats.md "Stored state"): at every instant,
+/// the subscriptions `SubscriptionStates.active(at:)` reads, with everything the statistics
+/// read of each (product, trial, family sharing, cancelling, user, price, currency, purchase
+/// day, period length, first paid instant), equal those derived from the inbox alone
+/// (`derivedActiveSubscriptions`, the definition before the stored states) — whatever the
+/// order the events arrived in, whenever the refreshes ran between them, and after a user is
+/// found for unmatched events (the update trigger).
+@Suite struct StatsStatesRuleTests {
+    static let instants = [
+        "2026-01-05T00:00:00Z", "2026-01-20T08:00:00Z", "2026-02-01T00:00:00Z", "2026-02-01T00:00:00.001Z",
+        "2026-02-14T12:00:00Z", "2026-03-01T00:00:00Z", "2026-03-10T00:00:00Z", "2026-04-01T00:00:00Z",
+        "2026-05-15T00:00:00Z",
+    ].map { Timestamp(iso8601: $0)! }
+    static let day: Int64 = 86_400_000
+    static let kinds = [
+        "purchase", "purchase", "renewal", "renewal", "cancellation", "uncancellation", "expiration", "billing_issue",
+        "billing_issue", "refund", "revoke", "pause", "product_change", "promotional", "temporary_grant",
+        "non_renewing_purchase", "extension", "transfer", "test", "price_increase", "refund_reversed",
+    ]
+
+    @Test(arguments: 0..<16)
+    func storedStatesEqualTheDerivedSetAtEveryInstantInEveryArrivalOrder(seed: Int) throws {
+        try withStatsDatabase { db in
+            var random = SplitMix(seed: UInt64(seed) &+ 0x5747_E500)
+            let rows = Self.randomRows(&random, subscriptions: 5 + seed % 5)
+            var order = Array(rows.indices)
+            for i in stride(from: order.count - 1, to: 0, by: -1) { order.swapAt(i, random.next(i + 1)) }
+            var inserted: [StatsFixture.Row] = []
+            for i in order {
+                try StatsFixture.insert(rows[i], id: "st-\(i)", on: db)
+                inserted.append(rows[i])
+                if random.next(4) == 0 {
+                    try SubscriptionStates.refresh(on: db, now: Self.instants[0])
+                    var some = Self.instantsToCompare(inserted)
+                    for i in stride(from: some.count - 1, to: 0, by: -1) { some.swapAt(i, random.next(i + 1)) }
+                    try Self.compare(at: Array(some.prefix(12)), seed: seed, on: db)
+                }
+            }
+            let done = try SubscriptionStates.refresh(on: db, now: Self.instants[0])
+            #expect(done.pending == 0)
+            try Self.compare(at: Self.instantsToCompare(inserted), seed: seed, on: db)
+            // Their user found: the unmatched events become applied (the update trigger notes
+            // their subscriptions), and the states say whose they are.
+            try db.execute(
+                "UPDATE billing_events SET status = 'applied', user_id = CONCAT('late-', subscription_id) WHERE status = 'unmatched'")
+            try SubscriptionStates.refresh(on: db, now: Self.instants[0])
+            try Self.compare(at: Self.instantsToCompare(inserted), seed: seed, on: db)
+        }
+    }
+
+    /// The edges the random inboxes reach rarely, each arriving in order and in reverse with a
+    /// refresh after every event: a billing issue's grace outlived by a new period (it no
+    /// longer counts), a refund of the period in force (its purchase instant equal: access
+    /// ends) and of an older one (the later period stands), a grace on the latest event, a
+    /// pause and a renewal intent on a product change, a Play replacement, ties at one instant.
+    @Test(arguments: 0..<6, [false, true])
+    func edgesEqualTheDerivedSet(edge: Int, reversed: Bool) throws {
+        let a = Timestamp(iso8601: "2026-02-01T00:00:00Z")!
+        func at(_ days: Int64, _ ms: Int64 = 0) -> String { a.adding(milliseconds: days * Self.day + ms).iso8601 }
+        func row(_ kind: String, _ t: String, sub: String = "E1", bought: String? = nil, expires: String? = nil) -> StatsFixture.Row {
+            var r = StatsFixture.Row(kind: kind, sub: sub, at: t)
+            r.user = "EU"
+            r.price = 4_990
+            r.purchased = bought
+            r.expires = expires
+            return r
+        }
+        var rows: [StatsFixture.Row]
+        switch edge {
+        case 0:
+            var issue = row("billing_issue", at(25), bought: at(0), expires: at(30))
+            issue.grace = at(45)
+            rows = [row("purchase", at(0), bought: at(0), expires: at(30)), issue, row("renewal", at(30), bought: at(30), expires: at(31))]
+        case 1:
+            rows = [row("purchase", at(0), bought: at(0), expires: at(30)), row("refund", at(5), bought: at(0), expires: at(5))]
+        case 2:
+            rows = [
+                row("purchase", at(0), bought: at(0), expires: at(30)), row("renewal", at(30), bought: at(30), expires: at(60)),
+                row("refund", at(40), bought: at(0), expires: at(40)),
+            ]
+        case 3:
+            var issue = row("billing_issue", at(30), bought: at(0), expires: at(30))
+            issue.grace = at(46)
+            var late = row("billing_issue", at(35))
+            late.grace = nil
+            rows = [row("purchase", at(0), bought: at(0), expires: at(30)), issue, late]
+        case 4:
+            var change = row("product_change", at(10), expires: at(30))
+            change.willRenew = false
+            rows = [row("purchase", at(0), bought: at(0), expires: at(30)), row("pause", at(5)), change, row("uncancellation", at(12))]
+        default:
+            var first = row("subscriber_state", at(0), sub: "E2", bought: at(0), expires: at(30))
+            first.provider = "google_play"
+            var replacement = row("subscriber_state", at(10), sub: "E3", bought: at(10, 1), expires: at(40))
+            replacement.provider = "google_play"
+            replacement.linked = "E2"
+            var tie = row("cancellation", at(10), sub: "E3")
+            tie.provider = "google_play"
+            rows = [first, replacement, tie, row("renewal", at(10), sub: "E3", bought: at(10), expires: at(41))]
+        }
+        if reversed { rows.reverse() }
+        try withStatsDatabase { db in
+            var inserted: [StatsFixture.Row] = []
+            for (n, r) in rows.enumerated() {
+                try StatsFixture.insert(r, id: "e-\(n)", on: db)
+                inserted.append(r)
+                try SubscriptionStates.refresh(on: db, now: a)
+                try Self.compare(at: Self.instantsToCompare(inserted), seed: -edge, on: db)
+            }
+        }
+    }
+
+    /// A refresh takes in only what committed before its reads: notes written after it began
+    /// stay for the next one, and nothing noted is lost (the notes it read are the ones it
+    /// removes).
+    @Test func aNoteWrittenAfterTheRefreshBeganStaysForTheNext() throws {
+        try withStatsDatabase { db in
+            var row = StatsFixture.Row(kind: "purchase", sub: "N1", at: "2026-02-01T00:00:00Z")
+            row.user = "NU1"
+            row.price = 4_990
+            row.expires = "2026-03-01T00:00:00Z"
+            try StatsFixture.insert(row, id: "n-1", on: db)
+            var calls = 0
+            let first = try SubscriptionStates.refresh(on: db, now: Self.instants[0]) {
+                calls += 1
+                if calls == 2 {
+                    var renewal = row
+                    renewal.kind = "renewal"
+                    renewal.at = "2026-03-01T00:00:00Z"
+                    renewal.expires = "2026-04-01T00:00:00Z"
+                    try? StatsFixture.insert(renewal, id: "n-2", on: db)
+                }
+                return true
+            }
+            #expect(first.subscriptions == 1)
+            #expect(first.pending == 1)
+            let second = try SubscriptionStates.refresh(on: db, now: Self.instants[0])
+            #expect(second.subscriptions == 1 && second.pending == 0)
+            try Self.compare(at: [Timestamp(iso8601: "2026-03-15T00:00:00Z")!], seed: -1, on: db)
+            let active = try db.queryOne(
+                "SELECT COUNT(*) AS n \(SubscriptionStates.active(at: Timestamp(iso8601: "2026-03-15T00:00:00Z")!, environment: "production"))")
+            #expect(try active?.int64("n") == 1)
+        }
+    }
+
+    /// Random subscriptions of every kind the states read: ties at one instant, expiries
+    /// missing, far away or before the event, grace periods, renewal intents, refunds of
+    /// older and current periods, statuses that do not count, unmatched users, two
+    /// environments, ids differing only by a trailing space, and Google Play replacements.
+    static func randomRows(_ random: inout SplitMix, subscriptions: Int) -> [StatsFixture.Row] {
+        var rows: [StatsFixture.Row] = []
+        let far = Timestamp(iso8601: "2031-01-01T00:00:00Z")!
+        for s in 0..<subscriptions {
+            let sub = s == 1 ? "T0 " : "T\(s)"
+            let env = s == subscriptions - 1 ? "sandbox" : "production"
+            let play = s % 3 == 2
+            var periods: [String] = []
+            for _ in 0..<(1 + random.next(9)) {
+                var at = instants[random.next(instants.count)]
+                if random.next(3) == 0 { at = at.adding(milliseconds: Int64(random.next(20)) * day + Int64(random.next(3)) - 1) }
+                let kind = play ? ["subscriber_state", "subscriber_state", "cancellation", "expiration"][random.next(4)] : kinds[random.next(kinds.count)]
+                var row = StatsFixture.Row(kind: kind, sub: sub, at: at.iso8601)
+                row.env = env
+                row.provider = play ? "google_play" : ["revenuecat", "apple_notification"][random.next(2)]
+                row.product = ["app.plus.monthly", "app.pro.yearly", nil][random.next(3)]
+                row.trial = random.next(5) == 0
+                row.familyShared = random.next(7) == 0
+                row.price = [nil, 0, 4_990, 9_990, -4_990][random.next(5)]
+                row.currency = ["EUR", "USD", "JPY"][random.next(3)]
+                row.purchased = [nil, at, instants[random.next(instants.count)]][random.next(3)]?.iso8601
+                row.expires =
+                    [nil, at.adding(milliseconds: 7 * day), at.adding(milliseconds: 30 * day), at.adding(milliseconds: -day), far,
+                     instants[random.next(instants.count)]][random.next(6)]?.iso8601
+                // A billing issue's grace, often beyond the next period's expiry; a refund of
+                // a period of this subscription, older or current.
+                row.grace =
+                    (kind == "billing_issue" ? random.next(4) != 0 : random.next(12) == 0)
+                    ? at.adding(milliseconds: Int64(3 + random.next(40)) * day).iso8601 : nil
+                if kind == "refund" || kind == "revoke", !periods.isEmpty, random.next(2) == 0 {
+                    row.purchased = periods[random.next(periods.count)]
+                }
+                if let bought = row.purchased { periods.append(bought) }
+                row.willRenew = [nil, nil, true, false][random.next(4)]
+                row.status = ["applied", "applied", "applied", "unmatched", "ignored", "failed"][random.next(6)]
+                row.user = "TU\(s)"
+                if play && s >= 3 && random.next(2) == 0 { row.linked = "T\(s - 3)" }
+                rows.append(row)
+            }
+        }
+        return rows
+    }
+
+    /// Each instant an event, expiry, grace or purchase names, a millisecond either side, and
+    /// one far in the future.
+    static func instantsToCompare(_ rows: [StatsFixture.Row]) -> [Timestamp] {
+        var set = Set<Timestamp>([Timestamp(iso8601: "2029-06-01T00:00:00Z")!])
+        for r in rows {
+            for text in [r.at, r.expires, r.grace, r.purchased] {
+                guard let text, let t = Timestamp(iso8601: text) else { continue }
+                for d in Int64(-1)...1 { set.insert(t.adding(milliseconds: d)) }
+            }
+        }
+        return set.sorted()
+    }
+
+    static func compare(at instants: [Timestamp], seed: Int, on db: DatabaseConnection) throws {
+        for env in ["production", "sandbox"] {
+            for t in instants {
+                let stored = try db.query(
+                    """
+                    SELECT s.subscription_id, s.product_id, s.is_trial, s.family_shared, s.cancelling, s.user_id,
+                      COALESCE(s.currency, 'XXX') AS currency, DATE(s.paid_at) AS day, s.price_milli,
+                      COALESCE(\(unsafeRaw: SubscriptionStates.paid), 0) AS paid, s.period_seconds, s.first_paid_at
+                    \(SubscriptionStates.active(at: t, environment: env))
+                    """
+                ).map(Self.describe)
+                let derived = try db.query(
+                    """
+                    SELECT z.subscription_id, COALESCE(pe.product_id, le.product_id) AS product_id,
+                      \(unsafeRaw: SubscriptionStats.derivedIsTrial) AS is_trial,
+                      \(unsafeRaw: SubscriptionStats.derivedIsShared) AS family_shared,
+                      COALESCE(z.cancelling, 0) AS cancelling, le.user_id, COALESCE(pe.currency, 'XXX') AS currency,
+                      DATE(COALESCE(pe.purchased_at, pe.intrinsic_at)) AS day, pe.price_milli,
+                      COALESCE(\(unsafeRaw: SubscriptionStats.derivedPaidPeriod), 0) AS paid,
+                      CASE WHEN \(unsafeRaw: SubscriptionStats.derivedIsTrial) = 0 AND pe.expires_at > pe.purchased_at
+                        THEN TIMESTAMPDIFF(SECOND, pe.purchased_at, pe.expires_at) END AS period_seconds,
+                      (SELECT MIN(p.intrinsic_at) FROM billing_events p
+                       WHERE p.environment = \(env) AND p.subscription_id = z.subscription_id AND \(unsafeRaw: SubscriptionStats.counted("p"))
+                         AND p.kind IN ('purchase', 'renewal', 'non_renewing_purchase', 'subscriber_state')
+                         AND p.is_trial = 0 AND p.family_shared = 0 AND p.price_milli > 0) AS first_paid_at
+                    \(SubscriptionStats.derivedActiveSubscriptions(at: t, environment: env))
+                    """
+                ).map(Self.describe)
+                #expect(stored.sorted() == derived.sorted(), "seed \(seed) \(env) at \(t.iso8601)")
+            }
+        }
+    }
+
+    static func describe(_ row: SQLRow) throws -> String {
+        let columns = [
+            "subscription_id", "product_id", "is_trial", "family_shared", "cancelling", "user_id", "currency", "day",
+            "price_milli", "paid", "period_seconds", "first_paid_at",
+        ]
+        return try columns.map { name -> String in
+            switch try row.value(name) {
+            case .null: return "-"
+            case .int(let v): return String(v)
+            case .uint(let v): return String(v)
+            case .string(let v): return "[\(v)]"
+            case .timestamp(let v): return v.iso8601
+            case .double(let v): return String(v)
+            case .bytes(let v): return String(decoding: v, as: UTF8.self)
+            }
+        }.joined(separator: "|")
+    }
+}
