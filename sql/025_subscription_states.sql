@@ -58,9 +58,29 @@ CREATE TABLE billing_subscription_changes (
     COMMENT 'The event''s environment',
   subscription_id VARCHAR(191) NOT NULL
     COMMENT 'A subscription whose states must be derived again',
+  event_at DATETIME(3) NULL
+    COMMENT 'An inserted event''s intrinsic_at: after the subscription''s latest folded event, its fold goes on from there; NULL (an update, a replacement): derived again from its first event',
+  event_id BIGINT UNSIGNED NULL
+    COMMENT 'That event (billing_events.id), the tie-break of event_at',
   PRIMARY KEY (id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin
   COMMENT='Subscriptions whose inbox rows changed since their states were derived (written by triggers on billing_events, removed by the refresh that read them)';
+
+CREATE TABLE billing_subscription_folds (
+  environment VARCHAR(16) NOT NULL
+    COMMENT 'The subscription''s environment',
+  subscription_id VARCHAR(191) NOT NULL
+    COMMENT 'The subscription',
+  last_at DATETIME(3) NULL
+    COMMENT 'intrinsic_at of the latest counted event folded; NULL: none',
+  last_id BIGINT UNSIGNED NULL
+    COMMENT 'That event (billing_events.id)',
+  fold LONGTEXT NOT NULL
+    COMMENT 'What the fold keeps after that event (SubscriptionStates.Fold as JSON: the period in force, renewal intent, latest expiry and grace, first paid instant, the latest event and its open state)',
+  PRIMARY KEY (environment, subscription_id),
+  CONSTRAINT billing_subscription_folds_json CHECK (JSON_VALID(fold))
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin
+  COMMENT='Where each subscription''s derivation stopped, so that an event after it is folded on instead of the whole subscription again';
 
 CREATE TABLE billing_subscription_refresh (
   id TINYINT UNSIGNED NOT NULL
@@ -78,8 +98,9 @@ INSERT INTO billing_subscription_refresh (id) VALUES (1);
 
 CREATE TRIGGER billing_events_note_insert AFTER INSERT ON billing_events FOR EACH ROW
 BEGIN
-  IF NEW.subscription_id IS NOT NULL THEN
-    INSERT INTO billing_subscription_changes (environment, subscription_id) VALUES (NEW.environment, NEW.subscription_id);
+  IF NEW.subscription_id IS NOT NULL AND NEW.intrinsic_at IS NOT NULL THEN
+    INSERT INTO billing_subscription_changes (environment, subscription_id, event_at, event_id)
+    VALUES (NEW.environment, NEW.subscription_id, NEW.intrinsic_at, NEW.id);
   END IF;
   IF NEW.linked_subscription_id IS NOT NULL THEN
     INSERT INTO billing_subscription_changes (environment, subscription_id) VALUES (NEW.environment, NEW.linked_subscription_id);

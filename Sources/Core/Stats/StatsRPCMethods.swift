@@ -115,7 +115,10 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
         ) { request, context in
             try request.params.expectOnly()
             let r = try SubscriptionStates.refresh(on: try context.requireDatabase(), now: context.clock.now())
-            return ["subscriptions": .int(Int64(r.subscriptions)), "states": .int(Int64(r.states)), "pending": .int(r.pending)]
+            return [
+                "subscriptions": .int(Int64(r.subscriptions)), "foldedOn": .int(Int64(r.foldedOn)), "states": .int(Int64(r.states)),
+                "pending": .int(r.pending),
+            ]
         }
         register(
             "stats.purgePaywallEvents",

@@ -67,6 +67,18 @@ enum SubscriptionStates {
 
     /// The states of one subscription from all its counted events, sorted by (at, id), and
     /// when a Play replacement ends it (`replacedAt`; it is not active from then on).
+    static func states(of events: [Event], replacedAt: Int64?) -> [State] {
+        var fold = Fold(replacedAt: replacedAt)
+        var result = events.compactMap { fold.add($0) }
+        if let open = fold.open { result.append(open) }
+        for i in result.indices { result[i].firstPaidAt = fold.firstPaid }
+        return result
+    }
+
+    /// The fold of one subscription's counted events in (at, id) order, resumable: what it
+    /// keeps after an event is all the next events need (stored in
+    /// `billing_subscription_folds`), so events that arrive after the latest one are folded on
+    /// from there.
     ///
     /// After each event E, for the instants t with E.at < t ≤ the next event's at (the events
     /// before t are E and those before it):
@@ -79,16 +91,34 @@ enum SubscriptionStates {
     ///   period, so the period in force's expiry stands; the grace of the latest billing issue
     ///   since the period began keeps access even when a later notice states none;
     /// - an expiration, refund or revocation (not of an older period) ends access at E.
-    static func states(of events: [Event], replacedAt: Int64?) -> [State] {
-        let firstPaid = events.first {
-            paidKinds.contains($0.kind) && !$0.isTrial && !$0.familyShared && ($0.priceMilli ?? 0) > 0
-        }?.at
-        var result: [State] = []
+    struct Fold: Sendable, Equatable {
+        var replacedAt: Int64?
         var period: Event?
         var cancelling = false
         var latestExpiry: Int64?
         var issueGrace: Int64?
-        for (index, e) in events.enumerated() {
+        /// The first paid sale's instant (MRR's reactivation vs new), once one was folded.
+        var firstPaid: Int64?
+        /// The latest event folded.
+        var last: Event?
+        /// Its state, not yet bounded by a next event (nil: none, or not active).
+        var open: State?
+
+        init(replacedAt: Int64?) { self.replacedAt = replacedAt }
+
+        /// Folds `e`, which comes after every event folded so far; returns the previous
+        /// event's state, now bounded by `e`, when it is active at some instant.
+        mutating func add(_ e: Event) -> State? {
+            var closed: State?
+            if var previous = open {
+                previous.activeUntil = min(previous.activeUntil, e.at + 1)
+                if previous.activeUntil > previous.validFrom + 1 { closed = previous }
+            }
+            last = e
+            open = nil
+            if firstPaid == nil, paidKinds.contains(e.kind), !e.isTrial, !e.familyShared, (e.priceMilli ?? 0) > 0 {
+                firstPaid = e.at
+            }
             if periodStartKinds.contains(e.kind) {
                 period = e
                 issueGrace = nil
@@ -104,27 +134,25 @@ enum SubscriptionStates {
             if e.kind == "refund" || e.kind == "revoke", let refunded = e.purchasedAt, let current = period?.purchasedAt {
                 earlierRefund = refunded < current
             }
-            if lostKinds.contains(e.kind) && !earlierRefund { continue }
+            if lostKinds.contains(e.kind) && !earlierRefund { return closed }
             let access = earlierRefund ? period?.expiresAt : (ownExpiry ?? latestExpiry)
             var until = max(access ?? 0, issueGrace ?? 0)
-            if index + 1 < events.count { until = min(until, events[index + 1].at + 1) }
             if let replacedAt { until = min(until, replacedAt) }
-            guard until > e.at + 1 else { continue }
+            guard until > e.at + 1 else { return closed }
 
             let isTrial = period?.isTrial ?? e.isTrial
             var periodSeconds: Int64?
             if !isTrial, let p = period, let bought = p.purchasedAt, let expires = p.expiresAt, expires > bought {
                 periodSeconds = (expires - bought) / 1000
             }
-            result.append(
-                State(
-                    eventId: e.id, validFrom: e.at, activeUntil: until, userId: e.userId,
-                    productId: period?.productId ?? e.productId, isTrial: isTrial,
-                    familyShared: period?.familyShared ?? e.familyShared, cancelling: cancelling,
-                    priceMilli: period?.priceMilli, currency: period?.currency,
-                    paidAt: period.map { $0.purchasedAt ?? $0.at }, periodSeconds: periodSeconds, firstPaidAt: firstPaid))
+            open = State(
+                eventId: e.id, validFrom: e.at, activeUntil: until, userId: e.userId,
+                productId: period?.productId ?? e.productId, isTrial: isTrial,
+                familyShared: period?.familyShared ?? e.familyShared, cancelling: cancelling,
+                priceMilli: period?.priceMilli, currency: period?.currency,
+                paidAt: period.map { $0.purchasedAt ?? $0.at }, periodSeconds: periodSeconds, firstPaidAt: nil)
+            return closed
         }
-        return result
     }
 
     // MARK: - Reading
@@ -157,10 +185,30 @@ enum SubscriptionStates {
     static let chunk = 64
 
     struct RefreshResult: Sendable, Equatable {
+        /// Subscriptions derived again from their first event.
         var subscriptions = 0
+        /// Subscriptions folded on from their latest folded event (events after it only).
+        var foldedOn = 0
         var states = 0
         /// Notes left (written after the refresh began, or the refresh was cut short).
         var pending: Int64 = 0
+    }
+
+    /// What the notes of one subscription ask for: the whole subscription again (an update,
+    /// a replacement, or no fold stored), or the fold on from its latest event when every
+    /// inserted event comes after it.
+    struct Noted {
+        var whole = false
+        var earliest: (at: Int64, id: UInt64)?
+
+        mutating func add(at: Int64?, id: UInt64?) {
+            guard let at, let id else {
+                whole = true
+                return
+            }
+            if let e = earliest, (e.at, e.id) <= (at, id) { return }
+            earliest = (at, id)
+        }
     }
 
     /// Derives again every subscription noted in `billing_subscription_changes` when the call
@@ -173,29 +221,32 @@ enum SubscriptionStates {
         var result = RefreshResult()
         let last = try db.queryOne("SELECT CAST(COALESCE(MAX(id), 0) AS UNSIGNED) AS last FROM billing_subscription_changes")?.uint64("last") ?? 0
         while proceed() {
-            let done = try db.transaction(retries: 3, isolation: .readCommitted) { db -> (subscriptions: Int, states: Int)? in
-                try db.execute(
-                    "UPDATE billing_subscription_refresh SET refreshed_at = \(now) WHERE id = 1")
+            let done = try db.transaction(retries: 3, isolation: .readCommitted) { db -> RefreshResult? in
+                try db.execute("UPDATE billing_subscription_refresh SET refreshed_at = \(now) WHERE id = 1")
                 var ids: [UInt64] = []
                 // Ids compare byte for byte, as in SQL (a String compares canonical equivalents equal).
-                var noted: [String: Set<[UInt8]>] = [:]
+                var noted: [String: [[UInt8]: Noted]] = [:]
                 for row in try db.query(
                     """
-                    SELECT id, environment, subscription_id FROM billing_subscription_changes
+                    SELECT id, environment, subscription_id, event_at, event_id FROM billing_subscription_changes
                     WHERE id <= \(last) ORDER BY id LIMIT \(Int64(batchSize))
                     """)
                 {
                     ids.append(try row.uint64("id"))
-                    noted[try row.string("environment"), default: []].insert(Array(try row.string("subscription_id").utf8))
+                    let key = Array(try row.string("subscription_id").utf8)
+                    noted[try row.string("environment"), default: [:]][key, default: Noted()].add(
+                        at: try row.optionalTimestamp("event_at")?.millisecondsSinceEpoch,
+                        id: try row.optionalInt64("event_id").map { UInt64($0) })
                 }
                 guard !ids.isEmpty else { return nil }
-                var written = 0
-                var count = 0
+                var batch = RefreshResult()
                 for (env, subscriptions) in noted.sorted(by: { $0.key < $1.key }) {
-                    let sorted = subscriptions.sorted { $0.lexicographicallyPrecedes($1) }.map { String(decoding: $0, as: UTF8.self) }
-                    count += sorted.count
+                    let sorted = subscriptions.keys.sorted { $0.lexicographicallyPrecedes($1) }
                     for start in stride(from: 0, to: sorted.count, by: chunk) {
-                        written += try derive(Array(sorted[start..<min(start + chunk, sorted.count)]), environment: env, on: db)
+                        let part = sorted[start..<min(start + chunk, sorted.count)].map {
+                            (id: String(decoding: $0, as: UTF8.self), noted: subscriptions[$0]!)
+                        }
+                        try derive(part, environment: env, into: &batch, on: db)
                     }
                 }
                 for start in stride(from: 0, to: ids.count, by: chunk) {
@@ -203,11 +254,15 @@ enum SubscriptionStates {
                     try db.execute("DELETE FROM billing_subscription_changes WHERE id IN (\(list: padded(part)))")
                 }
                 try db.execute(
-                    "UPDATE billing_subscription_refresh SET subscriptions = subscriptions + \(Int64(count)) WHERE id = 1")
-                return (count, written)
+                    """
+                    UPDATE billing_subscription_refresh SET subscriptions = subscriptions + \(Int64(batch.subscriptions + batch.foldedOn))
+                    WHERE id = 1
+                    """)
+                return batch
             }
             guard let done else { break }
             result.subscriptions += done.subscriptions
+            result.foldedOn += done.foldedOn
             result.states += done.states
         }
         result.pending = try db.queryOne("SELECT COUNT(*) AS n FROM billing_subscription_changes")?.int64("n") ?? 0
@@ -220,32 +275,33 @@ enum SubscriptionStates {
         return values + Array(repeating: last, count: chunk - values.count)
     }
 
-    /// Replaces the states of up to `chunk` subscriptions of one environment by those their
-    /// counted events give; returns how many states were written.
-    static func derive(_ subscriptions: [String], environment env: String, on db: DatabaseConnection) throws -> Int {
-        let list = padded(subscriptions.map(SQLValue.string))
-        var events: [[UInt8]: [Event]] = [:]
-        try db.forEachRow(
-            """
-            SELECT e.subscription_id, e.id, e.intrinsic_at, e.kind, e.user_id, e.product_id, e.is_trial, e.family_shared,
-              e.price_milli, e.currency, e.purchased_at, e.expires_at, e.grace_expires_at, e.will_renew
-            FROM billing_events e \(unsafeRaw: SubscriptionStats.perSubscriptionIndex)
-            WHERE e.environment = \(env) AND e.subscription_id IN (\(list: list)) AND \(unsafeRaw: SubscriptionStats.counted("e"))
-            ORDER BY e.subscription_id, e.intrinsic_at, e.id
-            """
-        ) { (row: SQLRow) throws(DatabaseError) in
-            let event = Event(
-                id: try row.uint64("id"), at: try row.timestamp("intrinsic_at").millisecondsSinceEpoch,
-                kind: try row.string("kind"), userId: try row.optionalString("user_id"),
-                productId: try row.optionalString("product_id"), isTrial: try row.bool("is_trial"),
-                familyShared: try row.bool("family_shared"), priceMilli: try row.optionalInt64("price_milli"),
-                currency: try row.optionalString("currency"),
-                purchasedAt: try row.optionalTimestamp("purchased_at")?.millisecondsSinceEpoch,
-                expiresAt: try row.optionalTimestamp("expires_at")?.millisecondsSinceEpoch,
-                graceExpiresAt: try row.optionalTimestamp("grace_expires_at")?.millisecondsSinceEpoch,
-                willRenew: try row.optionalInt64("will_renew").map { $0 != 0 })
-            events[Array(try row.string("subscription_id").utf8), default: []].append(event)
-        }
+    static let eventColumns = """
+        e.subscription_id, e.id, e.intrinsic_at, e.kind, e.user_id, e.product_id, e.is_trial, e.family_shared,
+        e.price_milli, e.currency, e.purchased_at, e.expires_at, e.grace_expires_at, e.will_renew
+        """
+
+    static func event(_ row: SQLRow) throws(DatabaseError) -> Event {
+        Event(
+            id: try row.uint64("id"), at: try row.timestamp("intrinsic_at").millisecondsSinceEpoch,
+            kind: try row.string("kind"), userId: try row.optionalString("user_id"),
+            productId: try row.optionalString("product_id"), isTrial: try row.bool("is_trial"),
+            familyShared: try row.bool("family_shared"), priceMilli: try row.optionalInt64("price_milli"),
+            currency: try row.optionalString("currency"),
+            purchasedAt: try row.optionalTimestamp("purchased_at")?.millisecondsSinceEpoch,
+            expiresAt: try row.optionalTimestamp("expires_at")?.millisecondsSinceEpoch,
+            graceExpiresAt: try row.optionalTimestamp("grace_expires_at")?.millisecondsSinceEpoch,
+            willRenew: try row.optionalInt64("will_renew").map { $0 != 0 })
+    }
+
+    /// Brings the states of up to `chunk` noted subscriptions of one environment up to date:
+    /// each whose inserted events all come after its stored fold's latest event (same
+    /// replacement) is folded on from there; every other one is derived again from all its
+    /// counted events, its rows replaced.
+    static func derive(
+        _ subscriptions: [(id: String, noted: Noted)], environment env: String, into result: inout RefreshResult,
+        on db: DatabaseConnection
+    ) throws {
+        let list = padded(subscriptions.map { SQLValue.string($0.id) })
         var replaced: [[UInt8]: Int64] = [:]
         for row in try db.query(
             """
@@ -258,12 +314,89 @@ enum SubscriptionStates {
         {
             replaced[Array(try row.string("subscription_id").utf8)] = try row.timestamp("replaced_at").millisecondsSinceEpoch
         }
-        try db.execute(
-            "DELETE FROM billing_subscription_states WHERE environment = \(env) AND subscription_id IN (\(list: list))")
+        var folds: [[UInt8]: Fold] = [:]
+        for row in try db.query(
+            "SELECT subscription_id, fold FROM billing_subscription_folds WHERE environment = \(env) AND subscription_id IN (\(list: list))")
+        {
+            folds[Array(try row.string("subscription_id").utf8)] = Fold(json: try row.json("fold"))
+        }
+        var whole: [String] = []
         var rows: [(String, State)] = []
-        for id in subscriptions {
+        for (id, noted) in subscriptions {
             let key = Array(id.utf8)
-            for state in states(of: events[key] ?? [], replacedAt: replaced[key]) { rows.append((id, state)) }
+            guard !noted.whole, let earliest = noted.earliest, var fold = folds[key], let last = fold.last,
+                fold.replacedAt == replaced[key], (last.at, last.id) < (earliest.at, earliest.id)
+            else {
+                whole.append(id)
+                continue
+            }
+            // Folded on: the events after the latest one folded; the latest one's open state
+            // is bounded by the first of them.
+            var events: [Event] = []
+            try db.forEachRow(
+                """
+                SELECT \(unsafeRaw: eventColumns) FROM billing_events e \(unsafeRaw: SubscriptionStats.perSubscriptionIndex)
+                WHERE e.environment = \(env) AND e.subscription_id = \(id)
+                  AND (e.intrinsic_at > \(Timestamp(millisecondsSinceEpoch: last.at))
+                       OR (e.intrinsic_at = \(Timestamp(millisecondsSinceEpoch: last.at)) AND e.id > \(last.id)))
+                  AND \(unsafeRaw: SubscriptionStats.counted("e"))
+                ORDER BY e.intrinsic_at, e.id
+                """
+            ) { (row: SQLRow) throws(DatabaseError) in events.append(try event(row)) }
+            result.foldedOn += 1
+            guard !events.isEmpty else { continue }
+            let before = fold
+            if let open = before.open {
+                try db.execute(
+                    """
+                    DELETE FROM billing_subscription_states
+                    WHERE environment = \(env) AND span_class = \(Int64(open.spanClass))
+                      AND valid_from = \(Timestamp(millisecondsSinceEpoch: open.validFrom)) AND event_id = \(open.eventId)
+                    """)
+            }
+            var states = events.compactMap { fold.add($0) }
+            if let open = fold.open { states.append(open) }
+            if before.firstPaid != fold.firstPaid {
+                try db.execute(
+                    """
+                    UPDATE billing_subscription_states SET first_paid_at = \(fold.firstPaid.map(Timestamp.init(millisecondsSinceEpoch:)))
+                    WHERE environment = \(env) AND subscription_id = \(id)
+                    """)
+            }
+            for state in states {
+                var s = state
+                s.firstPaidAt = fold.firstPaid
+                rows.append((id, s))
+            }
+            try store(fold, of: id, environment: env, on: db)
+        }
+        if !whole.isEmpty {
+            let wholeList = padded(whole.map(SQLValue.string))
+            var events: [[UInt8]: [Event]] = [:]
+            try db.forEachRow(
+                """
+                SELECT \(unsafeRaw: eventColumns) FROM billing_events e \(unsafeRaw: SubscriptionStats.perSubscriptionIndex)
+                WHERE e.environment = \(env) AND e.subscription_id IN (\(list: wholeList)) AND \(unsafeRaw: SubscriptionStats.counted("e"))
+                ORDER BY e.subscription_id, e.intrinsic_at, e.id
+                """
+            ) { (row: SQLRow) throws(DatabaseError) in
+                events[Array(try row.string("subscription_id").utf8), default: []].append(try event(row))
+            }
+            try db.execute(
+                "DELETE FROM billing_subscription_states WHERE environment = \(env) AND subscription_id IN (\(list: wholeList))")
+            for id in whole {
+                let key = Array(id.utf8)
+                var fold = Fold(replacedAt: replaced[key])
+                var states = (events[key] ?? []).compactMap { fold.add($0) }
+                if let open = fold.open { states.append(open) }
+                for state in states {
+                    var s = state
+                    s.firstPaidAt = fold.firstPaid
+                    rows.append((id, s))
+                }
+                try store(fold, of: id, environment: env, on: db)
+            }
+            result.subscriptions += whole.count
         }
         var start = 0
         // Chunks of 32, 16, … 1 rows: at most six statement texts.
@@ -273,7 +406,17 @@ enum SubscriptionStates {
             try insert(rows[start..<start + size], environment: env, on: db)
             start += size
         }
-        return rows.count
+        result.states += rows.count
+    }
+
+    static func store(_ fold: Fold, of id: String, environment env: String, on db: DatabaseConnection) throws {
+        let at = fold.last.map { Timestamp(millisecondsSinceEpoch: $0.at) }
+        try db.execute(
+            """
+            INSERT INTO billing_subscription_folds (environment, subscription_id, last_at, last_id, fold)
+            VALUES (\(env), \(id), \(at), \(fold.last?.id), \(fold.json))
+            ON DUPLICATE KEY UPDATE last_at = VALUES(last_at), last_id = VALUES(last_id), fold = VALUES(fold)
+            """)
     }
 
     private static func insert(_ rows: ArraySlice<(String, State)>, environment env: String, on db: DatabaseConnection) throws {
@@ -311,15 +454,99 @@ extension SubscriptionStates {
             return { isStopping in
                 do {
                     let done = try refresh(on: db, now: clock.now(), while: { !isStopping() })
-                    if done.subscriptions > 0 {
+                    if done.subscriptions + done.foldedOn > 0 {
                         logger.info(
                             "stats.refresh",
-                            ["subscriptions": .int(Int64(done.subscriptions)), "states": .int(Int64(done.states)), "pending": .int(done.pending)])
+                            [
+                                "subscriptions": .int(Int64(done.subscriptions)), "foldedOn": .int(Int64(done.foldedOn)),
+                                "states": .int(Int64(done.states)), "pending": .int(done.pending),
+                            ])
                     }
                 } catch {
                     logger.error("stats.refresh.failed", ["error.message": .string(String(describing: error))])
                 }
             }
         }
+    }
+}
+
+// MARK: - The stored fold (billing_subscription_folds.fold)
+
+extension SubscriptionStates.Fold {
+    /// The fold as stored; `init(json:)` reads it back (nil for anything else: that
+    /// subscription is then derived again whole).
+    var json: JSON {
+        [
+            "replacedAt": Self.number(replacedAt), "period": period.map(Self.encode) ?? .null, "cancelling": .bool(cancelling),
+            "latestExpiry": Self.number(latestExpiry), "issueGrace": Self.number(issueGrace), "firstPaid": Self.number(firstPaid),
+            "last": last.map(Self.encode) ?? .null, "open": open.map(Self.encode) ?? .null,
+        ]
+    }
+
+    init?(json: JSON) {
+        guard case .object = json, let cancelling = json["cancelling"]?.boolValue else { return nil }
+        self.init(replacedAt: json["replacedAt"]?.int64Value)
+        self.cancelling = cancelling
+        latestExpiry = json["latestExpiry"]?.int64Value
+        issueGrace = json["issueGrace"]?.int64Value
+        firstPaid = json["firstPaid"]?.int64Value
+        if let p = json["period"], p != .null {
+            guard let event = Self.event(p) else { return nil }
+            period = event
+        }
+        if let l = json["last"], l != .null {
+            guard let event = Self.event(l) else { return nil }
+            last = event
+        }
+        if let o = json["open"], o != .null {
+            guard let state = Self.state(o) else { return nil }
+            open = state
+        }
+    }
+
+    private static func number(_ v: Int64?) -> JSON { v.map(JSON.int) ?? .null }
+    private static func text(_ v: String?) -> JSON { v.map(JSON.string) ?? .null }
+
+    private static func encode(_ e: SubscriptionStates.Event) -> JSON {
+        [
+            "id": .int(Int64(e.id)), "at": .int(e.at), "kind": .string(e.kind), "userId": text(e.userId),
+            "productId": text(e.productId), "isTrial": .bool(e.isTrial), "familyShared": .bool(e.familyShared),
+            "priceMilli": number(e.priceMilli), "currency": text(e.currency), "purchasedAt": number(e.purchasedAt),
+            "expiresAt": number(e.expiresAt), "graceExpiresAt": number(e.graceExpiresAt),
+            "willRenew": e.willRenew.map(JSON.bool) ?? .null,
+        ]
+    }
+
+    private static func event(_ j: JSON) -> SubscriptionStates.Event? {
+        guard let id = j["id"]?.int64Value, id >= 0, let at = j["at"]?.int64Value, let kind = j["kind"]?.stringValue,
+            let isTrial = j["isTrial"]?.boolValue, let familyShared = j["familyShared"]?.boolValue
+        else { return nil }
+        return SubscriptionStates.Event(
+            id: UInt64(id), at: at, kind: kind, userId: j["userId"]?.stringValue, productId: j["productId"]?.stringValue,
+            isTrial: isTrial, familyShared: familyShared, priceMilli: j["priceMilli"]?.int64Value,
+            currency: j["currency"]?.stringValue, purchasedAt: j["purchasedAt"]?.int64Value,
+            expiresAt: j["expiresAt"]?.int64Value, graceExpiresAt: j["graceExpiresAt"]?.int64Value,
+            willRenew: j["willRenew"]?.boolValue)
+    }
+
+    private static func encode(_ s: SubscriptionStates.State) -> JSON {
+        [
+            "eventId": .int(Int64(s.eventId)), "validFrom": .int(s.validFrom), "activeUntil": .int(s.activeUntil),
+            "userId": text(s.userId), "productId": text(s.productId), "isTrial": .bool(s.isTrial),
+            "familyShared": .bool(s.familyShared), "cancelling": .bool(s.cancelling), "priceMilli": number(s.priceMilli),
+            "currency": text(s.currency), "paidAt": number(s.paidAt), "periodSeconds": number(s.periodSeconds),
+        ]
+    }
+
+    private static func state(_ j: JSON) -> SubscriptionStates.State? {
+        guard let id = j["eventId"]?.int64Value, id >= 0, let from = j["validFrom"]?.int64Value,
+            let until = j["activeUntil"]?.int64Value, let isTrial = j["isTrial"]?.boolValue,
+            let familyShared = j["familyShared"]?.boolValue, let cancelling = j["cancelling"]?.boolValue
+        else { return nil }
+        return SubscriptionStates.State(
+            eventId: UInt64(id), validFrom: from, activeUntil: until, userId: j["userId"]?.stringValue,
+            productId: j["productId"]?.stringValue, isTrial: isTrial, familyShared: familyShared, cancelling: cancelling,
+            priceMilli: j["priceMilli"]?.int64Value, currency: j["currency"]?.stringValue, paidAt: j["paidAt"]?.int64Value,
+            periodSeconds: j["periodSeconds"]?.int64Value, firstPaidAt: nil)
     }
 }

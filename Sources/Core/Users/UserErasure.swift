@@ -104,9 +104,18 @@ enum UserErasure {
             try db.execute("UPDATE billing_events SET user_id = \(tombstone) WHERE user_id = \(userId)")
             try db.execute("UPDATE billing_event_parties SET user_id = \(tombstone) WHERE user_id = \(userId)")
             // The statistics' stored states (sql/025) name the latest event's user: the
-            // refresh the triggers asked for would write the tombstone too, but not in this
-            // transaction.
+            // refresh the update trigger asked for would write the tombstone too, but not in
+            // this transaction.
             try db.execute("UPDATE billing_subscription_states SET user_id = \(tombstone) WHERE user_id = \(userId)")
+            // Their stored folds name him too (the latest event's user): gone, so the refresh
+            // the update trigger asked for derives those subscriptions whole.
+            try db.execute(
+                """
+                DELETE f FROM billing_subscription_folds f
+                JOIN (SELECT DISTINCT environment, subscription_id FROM billing_events
+                      WHERE user_id = \(tombstone) AND subscription_id IS NOT NULL) e
+                  ON f.environment = e.environment AND f.subscription_id = e.subscription_id
+                """)
             try db.execute("UPDATE billing_binding_audit SET user_id = \(tombstone) WHERE user_id = \(userId)")
             try db.execute("UPDATE billing_binding_audit SET previous_user_id = \(tombstone) WHERE previous_user_id = \(userId)")
             try scrubAudit(userId: userId, tombstone: tombstone, on: db)
