@@ -10,7 +10,7 @@
 -- transaction; billing-rpc folds the noted subscriptions again (SubscriptionStates.refresh:
 -- in the background every few seconds, and before each statistic), one transaction at a
 -- time under the row lock of billing_subscription_refresh, and removes exactly the notes it
--- read.
+-- read, in the snapshot it read their events in.
 CREATE TABLE billing_subscription_states (
   environment VARCHAR(16) NOT NULL
     COMMENT 'production or sandbox, as the event''s',
@@ -62,7 +62,9 @@ CREATE TABLE billing_subscription_changes (
     COMMENT 'An inserted event''s intrinsic_at: after the subscription''s latest folded event, its fold goes on from there; NULL (an update, a replacement): derived again from its first event',
   event_id BIGINT UNSIGNED NULL
     COMMENT 'That event (billing_events.id), the tie-break of event_at',
-  PRIMARY KEY (id)
+  PRIMARY KEY (id),
+  -- A refresh takes every note of the subscriptions it derives.
+  KEY billing_subscription_changes_subscription (environment, subscription_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin
   COMMENT='Subscriptions whose inbox rows changed since their states were derived (written by triggers on billing_events, removed by the refresh that read them)';
 

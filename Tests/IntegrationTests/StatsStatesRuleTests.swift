@@ -171,6 +171,29 @@ import Testing
         }
     }
 
+    /// A batch takes every note of its subscriptions: the notes of events folded in one batch
+    /// are not left for the next, where they would read as late events and derive the
+    /// subscription whole.
+    @Test func aBatchTakesEveryNoteOfItsSubscriptions() throws {
+        try withStatsDatabase { db in
+            func renewal(_ sub: String, _ day: Int64) -> StatsFixture.Row {
+                var r = StatsFixture.Row(kind: day == 0 ? "purchase" : "renewal", sub: sub, at: Self.instants[0].adding(milliseconds: day * Self.day).iso8601)
+                r.user = "BU-\(sub)"
+                r.price = 4_990
+                r.expires = Self.instants[0].adding(milliseconds: (day + 30) * Self.day).iso8601
+                return r
+            }
+            try StatsFixture.insert(renewal("BA", 0), id: "b-0", on: db)
+            try SubscriptionStates.refresh(on: db, now: Self.instants[0])
+            for (n, row) in [renewal("BA", 30), renewal("BB", 0), renewal("BA", 60), renewal("BB", 30)].enumerated() {
+                try StatsFixture.insert(row, id: "b-\(n + 1)", on: db)
+            }
+            let done = try SubscriptionStates.refresh(on: db, now: Self.instants[0], batchSize: 1)
+            #expect(done.foldedOn == 1 && done.subscriptions == 1 && done.pending == 0, "\(done)")
+            try Self.compare(at: Self.instantsToCompare([renewal("BA", 60), renewal("BB", 30)]), seed: -100, on: db)
+        }
+    }
+
     /// Random subscriptions of every kind the states read: ties at one instant, expiries
     /// missing, far away or before the event, grace periods, renewal intents, refunds of
     /// older and current periods, statuses that do not count, unmatched users, two

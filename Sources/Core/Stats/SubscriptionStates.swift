@@ -214,29 +214,49 @@ enum SubscriptionStates {
     /// Derives again every subscription noted in `billing_subscription_changes` when the call
     /// began, one batch per transaction; `proceed` is asked between batches (a stopping
     /// daemon cuts the work short; the rest waits for the next refresh). Refreshes run one at
-    /// a time (the lock row), each at read committed: its reads see everything committed
-    /// before them, so every note it removes was read with the events it stands for.
+    /// a time (the lock row, taken before the transaction's first read), each reading one
+    /// snapshot: the notes it removes and the events it folds are the same set.
     @discardableResult
-    static func refresh(on db: DatabaseConnection, now: Timestamp, while proceed: () -> Bool = { true }) throws -> RefreshResult {
+    static func refresh(
+        on db: DatabaseConnection, now: Timestamp, batchSize: Int = batchSize, while proceed: () -> Bool = { true }
+    ) throws -> RefreshResult {
         var result = RefreshResult()
         let last = try db.queryOne("SELECT CAST(COALESCE(MAX(id), 0) AS UNSIGNED) AS last FROM billing_subscription_changes")?.uint64("last") ?? 0
         while proceed() {
-            let done = try db.transaction(retries: 3, isolation: .readCommitted) { db -> RefreshResult? in
+            let done = try db.transaction(retries: 3) { db -> RefreshResult? in
                 try db.execute("UPDATE billing_subscription_refresh SET refreshed_at = \(now) WHERE id = 1")
-                var ids: [UInt64] = []
-                // Ids compare byte for byte, as in SQL (a String compares canonical equivalents equal).
-                var noted: [String: [[UInt8]: Noted]] = [:]
+                // The subscriptions of the next notes; then every note of theirs, read in the
+                // same snapshot as their events (below): each note removed stands for an event
+                // folded, and an event folded has no note left for a later refresh to take for
+                // a late one.
+                var batchSubscriptions: [String: Set<[UInt8]>] = [:]
                 for row in try db.query(
                     """
-                    SELECT id, environment, subscription_id, event_at, event_id FROM billing_subscription_changes
+                    SELECT environment, subscription_id FROM billing_subscription_changes
                     WHERE id <= \(last) ORDER BY id LIMIT \(Int64(batchSize))
                     """)
                 {
-                    ids.append(try row.uint64("id"))
-                    let key = Array(try row.string("subscription_id").utf8)
-                    noted[try row.string("environment"), default: [:]][key, default: Noted()].add(
-                        at: try row.optionalTimestamp("event_at")?.millisecondsSinceEpoch,
-                        id: try row.optionalInt64("event_id").map { UInt64($0) })
+                    batchSubscriptions[try row.string("environment"), default: []].insert(Array(try row.string("subscription_id").utf8))
+                }
+                var ids: [UInt64] = []
+                // Ids compare byte for byte, as in SQL (a String compares canonical equivalents equal).
+                var noted: [String: [[UInt8]: Noted]] = [:]
+                for (env, subscriptions) in batchSubscriptions {
+                    let all = Array(subscriptions)
+                    for start in stride(from: 0, to: all.count, by: chunk) {
+                        let list = padded(all[start..<min(start + chunk, all.count)].map { SQLValue.string(String(decoding: $0, as: UTF8.self)) })
+                        for row in try db.query(
+                            """
+                            SELECT id, subscription_id, event_at, event_id FROM billing_subscription_changes
+                            WHERE environment = \(env) AND subscription_id IN (\(list: list))
+                            """)
+                        {
+                            ids.append(try row.uint64("id"))
+                            noted[env, default: [:]][Array(try row.string("subscription_id").utf8), default: Noted()].add(
+                                at: try row.optionalTimestamp("event_at")?.millisecondsSinceEpoch,
+                                id: try row.optionalInt64("event_id").map { UInt64($0) })
+                        }
+                    }
                 }
                 guard !ids.isEmpty else { return nil }
                 var batch = RefreshResult()
