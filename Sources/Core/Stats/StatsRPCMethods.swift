@@ -116,7 +116,8 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
             try request.params.expectOnly()
             let r = try SubscriptionStates.refresh(on: try context.requireDatabase(), now: context.clock.now())
             return [
-                "subscriptions": .int(Int64(r.subscriptions)), "foldedOn": .int(Int64(r.foldedOn)), "states": .int(Int64(r.states)),
+                "subscriptions": .int(Int64(r.subscriptions)), "late": .int(Int64(r.late)), "foldedOn": .int(Int64(r.foldedOn)),
+                "states": .int(Int64(r.states)),
                 "pending": .int(r.pending),
             ]
         }

@@ -187,6 +187,8 @@ enum SubscriptionStates {
     struct RefreshResult: Sendable, Equatable {
         /// Subscriptions derived again from their first event.
         var subscriptions = 0
+        /// Of those, the ones derived whole for an event before their latest folded one.
+        var late = 0
         /// Subscriptions folded on from their latest folded event (events after it only).
         var foldedOn = 0
         var states = 0
@@ -282,6 +284,7 @@ enum SubscriptionStates {
             }
             guard let done else { break }
             result.subscriptions += done.subscriptions
+            result.late += done.late
             result.foldedOn += done.foldedOn
             result.states += done.states
         }
@@ -347,6 +350,9 @@ enum SubscriptionStates {
             guard !noted.whole, let earliest = noted.earliest, var fold = folds[key], let last = fold.last,
                 fold.replacedAt == replaced[key], (last.at, last.id) < (earliest.at, earliest.id)
             else {
+                if !noted.whole, let earliest = noted.earliest, let last = folds[key]?.last, (last.at, last.id) >= (earliest.at, earliest.id) {
+                    result.late += 1
+                }
                 whole.append(id)
                 continue
             }
@@ -478,7 +484,8 @@ extension SubscriptionStates {
                         logger.info(
                             "stats.refresh",
                             [
-                                "subscriptions": .int(Int64(done.subscriptions)), "foldedOn": .int(Int64(done.foldedOn)),
+                                "subscriptions": .int(Int64(done.subscriptions)), "late": .int(Int64(done.late)),
+                                "foldedOn": .int(Int64(done.foldedOn)),
                                 "states": .int(Int64(done.states)), "pending": .int(done.pending),
                             ])
                     }
