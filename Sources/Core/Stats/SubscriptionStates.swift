@@ -344,10 +344,10 @@ enum SubscriptionStates {
             folds[Array(try row.string("subscription_id").utf8)] = Fold(json: try row.json("fold"))
         }
         var whole: [String] = []
-        var rows: [(String, State)] = []
+        var onward: [(id: String, fold: Fold, last: Event)] = []
         for (id, noted) in subscriptions {
             let key = Array(id.utf8)
-            guard !noted.whole, let earliest = noted.earliest, var fold = folds[key], let last = fold.last,
+            guard !noted.whole, let earliest = noted.earliest, let fold = folds[key], let last = fold.last,
                 fold.replacedAt == replaced[key], (last.at, last.id) < (earliest.at, earliest.id)
             else {
                 if !noted.whole, let earliest = noted.earliest, let last = folds[key]?.last, (last.at, last.id) >= (earliest.at, earliest.id) {
@@ -356,45 +356,54 @@ enum SubscriptionStates {
                 whole.append(id)
                 continue
             }
-            // Folded on: the events after the latest one folded; the latest one's open state
-            // is bounded by the first of them.
-            var events: [Event] = []
+            onward.append((id, fold, last))
+        }
+        var rows: [(String, State)] = []
+        var stored: [(String, Fold)] = []
+        if let from = onward.map(\.last.at).min() {
+            // Folded on: the events after the latest one each folded (one statement for the
+            // chunk, from the earliest of them); the latest one's open state is bounded by the
+            // first of them.
+            var events: [[UInt8]: [Event]] = [:]
             try db.forEachRow(
                 """
                 SELECT \(unsafeRaw: eventColumns) FROM billing_events e \(unsafeRaw: SubscriptionStats.perSubscriptionIndex)
-                WHERE e.environment = \(env) AND e.subscription_id = \(id)
-                  AND (e.intrinsic_at > \(Timestamp(millisecondsSinceEpoch: last.at))
-                       OR (e.intrinsic_at = \(Timestamp(millisecondsSinceEpoch: last.at)) AND e.id > \(last.id)))
-                  AND \(unsafeRaw: SubscriptionStats.counted("e"))
-                ORDER BY e.intrinsic_at, e.id
+                WHERE e.environment = \(env) AND e.subscription_id IN (\(list: padded(onward.map { SQLValue.string($0.id) })))
+                  AND e.intrinsic_at >= \(Timestamp(millisecondsSinceEpoch: from)) AND \(unsafeRaw: SubscriptionStats.counted("e"))
+                ORDER BY e.subscription_id, e.intrinsic_at, e.id
                 """
-            ) { (row: SQLRow) throws(DatabaseError) in events.append(try event(row)) }
-            result.foldedOn += 1
-            guard !events.isEmpty else { continue }
-            let before = fold
-            if let open = before.open {
-                try db.execute(
-                    """
-                    DELETE FROM billing_subscription_states
-                    WHERE environment = \(env) AND span_class = \(Int64(open.spanClass))
-                      AND valid_from = \(Timestamp(millisecondsSinceEpoch: open.validFrom)) AND event_id = \(open.eventId)
-                    """)
+            ) { (row: SQLRow) throws(DatabaseError) in
+                events[Array(try row.string("subscription_id").utf8), default: []].append(try event(row))
             }
-            var states = events.compactMap { fold.add($0) }
-            if let open = fold.open { states.append(open) }
-            if before.firstPaid != fold.firstPaid {
-                try db.execute(
-                    """
-                    UPDATE billing_subscription_states SET first_paid_at = \(fold.firstPaid.map(Timestamp.init(millisecondsSinceEpoch:)))
-                    WHERE environment = \(env) AND subscription_id = \(id)
-                    """)
+            for (id, before, last) in onward {
+                result.foldedOn += 1
+                let after = (events[Array(id.utf8)] ?? []).filter { (last.at, last.id) < ($0.at, $0.id) }
+                guard !after.isEmpty else { continue }
+                var fold = before
+                if let open = before.open {
+                    try db.execute(
+                        """
+                        DELETE FROM billing_subscription_states
+                        WHERE environment = \(env) AND span_class = \(Int64(open.spanClass))
+                          AND valid_from = \(Timestamp(millisecondsSinceEpoch: open.validFrom)) AND event_id = \(open.eventId)
+                        """)
+                }
+                var states = after.compactMap { fold.add($0) }
+                if let open = fold.open { states.append(open) }
+                if before.firstPaid != fold.firstPaid {
+                    try db.execute(
+                        """
+                        UPDATE billing_subscription_states SET first_paid_at = \(fold.firstPaid.map(Timestamp.init(millisecondsSinceEpoch:)))
+                        WHERE environment = \(env) AND subscription_id = \(id)
+                        """)
+                }
+                for state in states {
+                    var s = state
+                    s.firstPaidAt = fold.firstPaid
+                    rows.append((id, s))
+                }
+                stored.append((id, fold))
             }
-            for state in states {
-                var s = state
-                s.firstPaidAt = fold.firstPaid
-                rows.append((id, s))
-            }
-            try store(fold, of: id, environment: env, on: db)
         }
         if !whole.isEmpty {
             let wholeList = padded(whole.map(SQLValue.string))
@@ -420,27 +429,38 @@ enum SubscriptionStates {
                     s.firstPaidAt = fold.firstPaid
                     rows.append((id, s))
                 }
-                try store(fold, of: id, environment: env, on: db)
+                stored.append((id, fold))
             }
             result.subscriptions += whole.count
         }
-        var start = 0
-        // Chunks of 32, 16, … 1 rows: at most six statement texts.
-        var size = 32
-        while start < rows.count {
-            while size > rows.count - start { size /= 2 }
-            try insert(rows[start..<start + size], environment: env, on: db)
-            start += size
-        }
+        try inChunks(rows) { try insert($0, environment: env, on: db) }
+        try inChunks(stored) { try store($0, environment: env, on: db) }
         result.states += rows.count
     }
 
-    static func store(_ fold: Fold, of id: String, environment env: String, on db: DatabaseConnection) throws {
-        let at = fold.last.map { Timestamp(millisecondsSinceEpoch: $0.at) }
+    /// Runs `write` over chunks of 32, 16, … 1 elements: multi-row statements of at most six
+    /// texts.
+    static func inChunks<T>(_ all: [T], _ write: (ArraySlice<T>) throws -> Void) throws {
+        var start = 0
+        var size = 32
+        while start < all.count {
+            while size > all.count - start { size /= 2 }
+            try write(all[start..<start + size])
+            start += size
+        }
+    }
+
+    static func store(_ folds: ArraySlice<(String, Fold)>, environment env: String, on db: DatabaseConnection) throws {
+        var values: SQLQuery = ""
+        for (n, (id, fold)) in folds.enumerated() {
+            if n > 0 { values.append(", ") }
+            let at = fold.last.map { Timestamp(millisecondsSinceEpoch: $0.at) }
+            values.append("(\(env), \(id), \(at), \(fold.last?.id), \(fold.json))")
+        }
         try db.execute(
             """
             INSERT INTO billing_subscription_folds (environment, subscription_id, last_at, last_id, fold)
-            VALUES (\(env), \(id), \(at), \(fold.last?.id), \(fold.json))
+            VALUES \(values)
             ON DUPLICATE KEY UPDATE last_at = VALUES(last_at), last_id = VALUES(last_id), fold = VALUES(fold)
             """)
     }
