@@ -9,7 +9,8 @@ import Testing
     @Test(arguments: 0..<40)
     func foldingOnFromAStoredFoldEqualsFoldingAll(seed: Int) throws {
         var random = XorShift(seed: UInt64(seed) &+ 0xF01D)
-        let kinds = Array(SubscriptionStates.periodStartKinds.union(SubscriptionStates.lostKinds).union(SubscriptionStates.renewalIntentKinds))
+        let kinds =
+            Array(SubscriptionStates.periodStartKinds.union(SubscriptionStates.lostKinds).union(SubscriptionStates.renewalIntentKinds))
             .sorted() + ["billing_issue", "product_change"]
         var events: [SubscriptionStates.Event] = []
         var at: Int64 = 1_767_225_600_000

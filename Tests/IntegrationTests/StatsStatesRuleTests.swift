@@ -41,7 +41,8 @@ import Testing
                         UPDATE billing_events SET status = 'applied', user_id = 'found'
                         WHERE status = 'unmatched' AND subscription_id = \(found.sub) AND environment = \(found.env)
                         """)
-                    for k in inserted.indices where inserted[k].sub == found.sub && inserted[k].env == found.env && inserted[k].status == "unmatched" {
+                    for k in inserted.indices where inserted[k].sub == found.sub && inserted[k].env == found.env && inserted[k].status == "unmatched"
+                    {
                         inserted[k].status = "applied"
                     }
                     var later = found
@@ -177,7 +178,8 @@ import Testing
     @Test func aBatchTakesEveryNoteOfItsSubscriptions() throws {
         try withStatsDatabase { db in
             func renewal(_ sub: String, _ day: Int64) -> StatsFixture.Row {
-                var r = StatsFixture.Row(kind: day == 0 ? "purchase" : "renewal", sub: sub, at: Self.instants[0].adding(milliseconds: day * Self.day).iso8601)
+                var r = StatsFixture.Row(
+                    kind: day == 0 ? "purchase" : "renewal", sub: sub, at: Self.instants[0].adding(milliseconds: day * Self.day).iso8601)
                 r.user = "BU-\(sub)"
                 r.price = 4_990
                 r.expires = Self.instants[0].adding(milliseconds: (day + 30) * Self.day).iso8601
@@ -209,7 +211,8 @@ import Testing
             for _ in 0..<(1 + random.next(9)) {
                 var at = instants[random.next(instants.count)]
                 if random.next(3) == 0 { at = at.adding(milliseconds: Int64(random.next(20)) * day + Int64(random.next(3)) - 1) }
-                let kind = play ? ["subscriber_state", "subscriber_state", "cancellation", "expiration"][random.next(4)] : kinds[random.next(kinds.count)]
+                let kind =
+                    play ? ["subscriber_state", "subscriber_state", "cancellation", "expiration"][random.next(4)] : kinds[random.next(kinds.count)]
                 var row = StatsFixture.Row(kind: kind, sub: sub, at: at.iso8601)
                 row.env = env
                 row.provider = play ? "google_play" : ["revenuecat", "apple_notification"][random.next(2)]
@@ -220,8 +223,10 @@ import Testing
                 row.currency = ["EUR", "USD", "JPY"][random.next(3)]
                 row.purchased = [nil, at, instants[random.next(instants.count)]][random.next(3)]?.iso8601
                 row.expires =
-                    [nil, at.adding(milliseconds: 7 * day), at.adding(milliseconds: 30 * day), at.adding(milliseconds: -day), far,
-                     instants[random.next(instants.count)]][random.next(6)]?.iso8601
+                    [
+                        nil, at.adding(milliseconds: 7 * day), at.adding(milliseconds: 30 * day), at.adding(milliseconds: -day), far,
+                        instants[random.next(instants.count)],
+                    ][random.next(6)]?.iso8601
                 // A billing issue's grace, often beyond the next period's expiry; a refund of
                 // a period of this subscription, older or current.
                 row.grace =

@@ -146,6 +146,35 @@ class StatsMethod(unittest.TestCase):
         as_json = script("billing-admin", "--socket", env_sock, "--json", "stats.subscriptions", params)
         self.assertEqual(json.loads(as_json.stdout)["environment"], "production")
 
+    def test_refresh_method_and_the_stored_states(self):
+        """An inbox row written behind the service's back (a restore, a fix by hand) is noted by
+        the trigger; stats.refresh derives its subscription, and the snapshots count it."""
+        import random
+        start = datetime.datetime(2018, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(
+            hours=random.SystemRandom().randrange(300 * 24))
+        at = (start + datetime.timedelta(minutes=5)).strftime("%Y-%m-%d %H:%M:%S.000")
+        until = (start + datetime.timedelta(days=30)).strftime("%Y-%m-%d %H:%M:%S.000")
+        instant = (start + datetime.timedelta(days=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        def active():
+            r = rpc("stats.snapshots", {"at": [instant], "environment": "sandbox"})
+            self.assertIn("result", r, r)
+            return r["result"]["snapshots"][0]["active"]
+
+        before = active()
+        sub = "refresh-" + uuid.uuid4().hex
+        sql("INSERT INTO billing_events (provider, provider_event_id, event_type, kind, subscription_id, product_id, "
+            "price_milli, currency, environment, purchased_at, expires_at, intrinsic_at, received_at, status, payload) VALUES "
+            f"('revenuecat', {sql_string(uuid.uuid4().hex)}, 'INITIAL_PURCHASE', 'purchase', {sql_string(sub)}, 'app.pro.monthly', "
+            f"4990, 'EUR', 'sandbox', '{at}', '{until}', '{at}', NOW(3), 'unmatched', '{{}}')")
+        r = rpc("stats.refresh", {})
+        self.assertIn("result", r, r)
+        for key in ("subscriptions", "late", "foldedOn", "states", "pending"):
+            self.assertIsInstance(r["result"][key], int, r)
+        self.assertEqual(sql(f"SELECT COUNT(*) FROM billing_subscription_states WHERE subscription_id = {sql_string(sub)}"), [["1"]])
+        self.assertEqual(active(), before + 1)
+        self.assertEqual(rpc("stats.refresh", {"now": True}).get("error", {}).get("code"), -32602)
+
     def test_purge_method(self):
         r = rpc("stats.purgePaywallEvents", {"limit": 10, "actor": "stats-e2e@ops"})
         self.assertIn("result", r, r)
