@@ -1,0 +1,344 @@
+/// The refresh of the stored states (sql/025, docs/stats.md "Stored state"): the notes the
+/// triggers wrote, the subscriptions they name folded on or derived again, billing-rpc's
+/// background refresher.
+extension SubscriptionStates {
+    // MARK: - Refresh
+
+    /// Subscriptions derived again per transaction, at most.
+    static let batchSize = 2_048
+    /// Subscriptions read, deleted and written per statement (lists are padded to this
+    /// length, so each statement has one text and stays prepared).
+    static let chunk = 64
+
+    struct RefreshResult: Sendable, Equatable {
+        /// Subscriptions derived again from their first event.
+        var subscriptions = 0
+        /// Of those, the ones derived whole for an event before their latest folded one.
+        var late = 0
+        /// Subscriptions folded on from their latest folded event (events after it only).
+        var foldedOn = 0
+        var states = 0
+        /// Notes left (written after the refresh began, or the refresh was cut short).
+        var pending: Int64 = 0
+    }
+
+    /// What the notes of one subscription ask for: the whole subscription again (an update,
+    /// a replacement, or no fold stored), or the fold on from its latest event when every
+    /// inserted event comes after it.
+    struct Noted {
+        var whole = false
+        var earliest: (at: Int64, id: UInt64)?
+
+        mutating func add(at: Int64?, id: UInt64?) {
+            guard let at, let id else {
+                whole = true
+                return
+            }
+            if let e = earliest, (e.at, e.id) <= (at, id) { return }
+            earliest = (at, id)
+        }
+    }
+
+    /// Derives again every subscription noted in `billing_subscription_changes` when the call
+    /// began, one batch per transaction; `proceed` is asked between batches (a stopping
+    /// daemon cuts the work short; the rest waits for the next refresh). Refreshes run one at
+    /// a time (the lock row, taken before the transaction's first read), each reading one
+    /// snapshot: the notes it removes and the events it folds are the same set.
+    @discardableResult
+    static func refresh(
+        on db: DatabaseConnection, now: Timestamp, batchSize: Int = batchSize, while proceed: () -> Bool = { true }
+    ) throws -> RefreshResult {
+        var result = RefreshResult()
+        let last = try db.queryOne("SELECT CAST(COALESCE(MAX(id), 0) AS UNSIGNED) AS last FROM billing_subscription_changes")?.uint64("last") ?? 0
+        while proceed() {
+            let done = try db.transaction(retries: 3) { db -> RefreshResult? in
+                try db.execute("UPDATE billing_subscription_refresh SET refreshed_at = \(now) WHERE id = 1")
+                // The subscriptions of the next notes; then every note of theirs, read in the
+                // same snapshot as their events (below): each note removed stands for an event
+                // folded, and an event folded has no note left for a later refresh to take for
+                // a late one.
+                var batchSubscriptions: [String: Set<[UInt8]>] = [:]
+                for row in try db.query(
+                    """
+                    SELECT environment, subscription_id FROM billing_subscription_changes
+                    WHERE id <= \(last) ORDER BY id LIMIT \(Int64(batchSize))
+                    """)
+                {
+                    batchSubscriptions[try row.string("environment"), default: []].insert(Array(try row.string("subscription_id").utf8))
+                }
+                var ids: [UInt64] = []
+                // Ids compare byte for byte, as in SQL (a String compares canonical equivalents equal).
+                var noted: [String: [[UInt8]: Noted]] = [:]
+                for (env, subscriptions) in batchSubscriptions {
+                    let all = Array(subscriptions)
+                    for start in stride(from: 0, to: all.count, by: chunk) {
+                        let list = padded(all[start..<min(start + chunk, all.count)].map { SQLValue.string(String(decoding: $0, as: UTF8.self)) })
+                        for row in try db.query(
+                            """
+                            SELECT id, subscription_id, event_at, event_id FROM billing_subscription_changes
+                            WHERE environment = \(env) AND subscription_id IN (\(list: list))
+                            """)
+                        {
+                            ids.append(try row.uint64("id"))
+                            noted[env, default: [:]][Array(try row.string("subscription_id").utf8), default: Noted()].add(
+                                at: try row.optionalTimestamp("event_at")?.millisecondsSinceEpoch,
+                                id: try row.optionalInt64("event_id").map { UInt64($0) })
+                        }
+                    }
+                }
+                guard !ids.isEmpty else { return nil }
+                var batch = RefreshResult()
+                for (env, subscriptions) in noted.sorted(by: { $0.key < $1.key }) {
+                    let sorted = subscriptions.keys.sorted { $0.lexicographicallyPrecedes($1) }
+                    for start in stride(from: 0, to: sorted.count, by: chunk) {
+                        let part = sorted[start..<min(start + chunk, sorted.count)].map {
+                            (id: String(decoding: $0, as: UTF8.self), noted: subscriptions[$0]!)
+                        }
+                        try derive(part, environment: env, into: &batch, on: db)
+                    }
+                }
+                for start in stride(from: 0, to: ids.count, by: chunk) {
+                    let part = ids[start..<min(start + chunk, ids.count)].map(SQLValue.uint)
+                    try db.execute("DELETE FROM billing_subscription_changes WHERE id IN (\(list: padded(part)))")
+                }
+                try db.execute(
+                    """
+                    UPDATE billing_subscription_refresh SET subscriptions = subscriptions + \(Int64(batch.subscriptions + batch.foldedOn))
+                    WHERE id = 1
+                    """)
+                return batch
+            }
+            guard let done else { break }
+            result.subscriptions += done.subscriptions
+            result.late += done.late
+            result.foldedOn += done.foldedOn
+            result.states += done.states
+        }
+        result.pending = try db.queryOne("SELECT COUNT(*) AS n FROM billing_subscription_changes")?.int64("n") ?? 0
+        return result
+    }
+
+    /// A list padded to `chunk` values with its last one (an `IN` list means the same).
+    static func padded(_ values: [SQLValue]) -> [SQLValue] {
+        guard let last = values.last, values.count < chunk else { return values }
+        return values + Array(repeating: last, count: chunk - values.count)
+    }
+
+    static let eventColumns = """
+        e.subscription_id, e.id, e.intrinsic_at, e.kind, e.user_id, e.product_id, e.is_trial, e.family_shared,
+        e.price_milli, e.currency, e.purchased_at, e.expires_at, e.grace_expires_at, e.will_renew
+        """
+
+    static func event(_ row: SQLRow) throws(DatabaseError) -> Event {
+        Event(
+            id: try row.uint64("id"), at: try row.timestamp("intrinsic_at").millisecondsSinceEpoch,
+            kind: try row.string("kind"), userId: try row.optionalString("user_id"),
+            productId: try row.optionalString("product_id"), isTrial: try row.bool("is_trial"),
+            familyShared: try row.bool("family_shared"), priceMilli: try row.optionalInt64("price_milli"),
+            currency: try row.optionalString("currency"),
+            purchasedAt: try row.optionalTimestamp("purchased_at")?.millisecondsSinceEpoch,
+            expiresAt: try row.optionalTimestamp("expires_at")?.millisecondsSinceEpoch,
+            graceExpiresAt: try row.optionalTimestamp("grace_expires_at")?.millisecondsSinceEpoch,
+            willRenew: try row.optionalInt64("will_renew").map { $0 != 0 })
+    }
+
+    /// Brings the states of up to `chunk` noted subscriptions of one environment up to date:
+    /// each whose inserted events all come after its stored fold's latest event (same
+    /// replacement) is folded on from there; every other one is derived again from all its
+    /// counted events, its rows replaced.
+    static func derive(
+        _ subscriptions: [(id: String, noted: Noted)], environment env: String, into result: inout RefreshResult,
+        on db: DatabaseConnection
+    ) throws {
+        let list = padded(subscriptions.map { SQLValue.string($0.id) })
+        var replaced: [[UInt8]: Int64] = [:]
+        for row in try db.query(
+            """
+            SELECT r.linked_subscription_id AS subscription_id, MIN(COALESCE(r.purchased_at, r.intrinsic_at)) AS replaced_at
+            FROM billing_events r
+            WHERE r.linked_subscription_id IN (\(list: list)) AND r.environment = \(env) AND r.provider = 'google_play'
+              AND \(unsafeRaw: SubscriptionStats.counted("r"))
+            GROUP BY r.linked_subscription_id
+            """)
+        {
+            replaced[Array(try row.string("subscription_id").utf8)] = try row.timestamp("replaced_at").millisecondsSinceEpoch
+        }
+        var folds: [[UInt8]: Fold] = [:]
+        for row in try db.query(
+            "SELECT subscription_id, fold FROM billing_subscription_folds WHERE environment = \(env) AND subscription_id IN (\(list: list))")
+        {
+            folds[Array(try row.string("subscription_id").utf8)] = Fold(json: try row.json("fold"))
+        }
+        var whole: [String] = []
+        var onward: [(id: String, fold: Fold, last: Event)] = []
+        for (id, noted) in subscriptions {
+            let key = Array(id.utf8)
+            guard !noted.whole, let earliest = noted.earliest, let fold = folds[key], let last = fold.last,
+                fold.replacedAt == replaced[key], (last.at, last.id) < (earliest.at, earliest.id)
+            else {
+                if !noted.whole, let earliest = noted.earliest, let last = folds[key]?.last, (last.at, last.id) >= (earliest.at, earliest.id) {
+                    result.late += 1
+                }
+                whole.append(id)
+                continue
+            }
+            onward.append((id, fold, last))
+        }
+        var rows: [(String, State)] = []
+        var stored: [(String, Fold)] = []
+        if let from = onward.map(\.last.at).min() {
+            // Folded on: the events after the latest one each folded (one statement for the
+            // chunk, from the earliest of them); the latest one's open state is bounded by the
+            // first of them.
+            var events: [[UInt8]: [Event]] = [:]
+            try db.forEachRow(
+                """
+                SELECT \(unsafeRaw: eventColumns) FROM billing_events e \(unsafeRaw: SubscriptionStats.perSubscriptionIndex)
+                WHERE e.environment = \(env) AND e.subscription_id IN (\(list: padded(onward.map { SQLValue.string($0.id) })))
+                  AND e.intrinsic_at >= \(Timestamp(millisecondsSinceEpoch: from)) AND \(unsafeRaw: SubscriptionStats.counted("e"))
+                ORDER BY e.subscription_id, e.intrinsic_at, e.id
+                """
+            ) { (row: SQLRow) throws(DatabaseError) in
+                events[Array(try row.string("subscription_id").utf8), default: []].append(try event(row))
+            }
+            for (id, before, last) in onward {
+                result.foldedOn += 1
+                let after = (events[Array(id.utf8)] ?? []).filter { (last.at, last.id) < ($0.at, $0.id) }
+                guard !after.isEmpty else { continue }
+                var fold = before
+                if let open = before.open {
+                    try db.execute(
+                        """
+                        DELETE FROM billing_subscription_states
+                        WHERE environment = \(env) AND span_class = \(Int64(open.spanClass))
+                          AND valid_from = \(Timestamp(millisecondsSinceEpoch: open.validFrom)) AND event_id = \(open.eventId)
+                        """)
+                }
+                var states = after.compactMap { fold.add($0) }
+                if let open = fold.open { states.append(open) }
+                if before.firstPaid != fold.firstPaid {
+                    try db.execute(
+                        """
+                        UPDATE billing_subscription_states SET first_paid_at = \(fold.firstPaid.map(Timestamp.init(millisecondsSinceEpoch:)))
+                        WHERE environment = \(env) AND subscription_id = \(id)
+                        """)
+                }
+                for state in states {
+                    var s = state
+                    s.firstPaidAt = fold.firstPaid
+                    rows.append((id, s))
+                }
+                stored.append((id, fold))
+            }
+        }
+        if !whole.isEmpty {
+            let wholeList = padded(whole.map(SQLValue.string))
+            var events: [[UInt8]: [Event]] = [:]
+            try db.forEachRow(
+                """
+                SELECT \(unsafeRaw: eventColumns) FROM billing_events e \(unsafeRaw: SubscriptionStats.perSubscriptionIndex)
+                WHERE e.environment = \(env) AND e.subscription_id IN (\(list: wholeList)) AND \(unsafeRaw: SubscriptionStats.counted("e"))
+                ORDER BY e.subscription_id, e.intrinsic_at, e.id
+                """
+            ) { (row: SQLRow) throws(DatabaseError) in
+                events[Array(try row.string("subscription_id").utf8), default: []].append(try event(row))
+            }
+            try db.execute(
+                "DELETE FROM billing_subscription_states WHERE environment = \(env) AND subscription_id IN (\(list: wholeList))")
+            for id in whole {
+                let key = Array(id.utf8)
+                var fold = Fold(replacedAt: replaced[key])
+                var states = (events[key] ?? []).compactMap { fold.add($0) }
+                if let open = fold.open { states.append(open) }
+                for state in states {
+                    var s = state
+                    s.firstPaidAt = fold.firstPaid
+                    rows.append((id, s))
+                }
+                stored.append((id, fold))
+            }
+            result.subscriptions += whole.count
+        }
+        try inChunks(rows) { try insert($0, environment: env, on: db) }
+        try inChunks(stored) { try store($0, environment: env, on: db) }
+        result.states += rows.count
+    }
+
+    /// Runs `write` over chunks of 32, 16, … 1 elements: multi-row statements of at most six
+    /// texts.
+    static func inChunks<T>(_ all: [T], _ write: (ArraySlice<T>) throws -> Void) throws {
+        var start = 0
+        var size = 32
+        while start < all.count {
+            while size > all.count - start { size /= 2 }
+            try write(all[start..<start + size])
+            start += size
+        }
+    }
+
+    static func store(_ folds: ArraySlice<(String, Fold)>, environment env: String, on db: DatabaseConnection) throws {
+        var values: SQLQuery = ""
+        for (n, (id, fold)) in folds.enumerated() {
+            if n > 0 { values.append(", ") }
+            let at = fold.last.map { Timestamp(millisecondsSinceEpoch: $0.at) }
+            values.append("(\(env), \(id), \(at), \(fold.last?.id), \(fold.json))")
+        }
+        try db.execute(
+            """
+            INSERT INTO billing_subscription_folds (environment, subscription_id, last_at, last_id, fold)
+            VALUES \(values)
+            ON DUPLICATE KEY UPDATE last_at = VALUES(last_at), last_id = VALUES(last_id), fold = VALUES(fold)
+            """)
+    }
+
+    private static func insert(_ rows: ArraySlice<(String, State)>, environment env: String, on db: DatabaseConnection) throws {
+        func ts(_ ms: Int64?) -> Timestamp? { ms.map(Timestamp.init(millisecondsSinceEpoch:)) }
+        var values: SQLQuery = ""
+        for (n, (id, s)) in rows.enumerated() {
+            if n > 0 { values.append(", ") }
+            values.append(
+                """
+                (\(env), \(Int64(s.spanClass)), \(ts(s.validFrom)), \(s.eventId), \(ts(s.activeUntil)), \(id), \(s.userId),
+                 \(s.productId), \(s.isTrial), \(s.familyShared), \(s.cancelling), \(s.priceMilli), \(s.currency),
+                 \(ts(s.paidAt)), \(s.periodSeconds), \(ts(s.firstPaidAt)))
+                """)
+        }
+        try db.execute(
+            """
+            INSERT INTO billing_subscription_states (environment, span_class, valid_from, event_id, active_until,
+              subscription_id, user_id, product_id, is_trial, family_shared, cancelling, price_milli, currency, paid_at,
+              period_seconds, first_paid_at)
+            VALUES \(values)
+            """)
+    }
+}
+
+extension SubscriptionStates {
+    /// billing-rpc's background refresh: every `everySeconds`, `refresh` on a connection of its
+    /// own, cut short when the daemon stops. A failure is logged and the next step tries again
+    /// (the notes stay until a refresh commits).
+    static func refresher(
+        everySeconds: Int, clock: any BillingClock, logger: Logger,
+        makeConnection: @escaping @Sendable () -> DatabaseConnection
+    ) -> PeriodicService {
+        PeriodicService(name: "stats refresher", intervalMilliseconds: Int64(everySeconds) * 1000) {
+            let db = makeConnection()
+            return { isStopping in
+                do {
+                    let done = try refresh(on: db, now: clock.now(), while: { !isStopping() })
+                    if done.subscriptions + done.foldedOn > 0 {
+                        logger.info(
+                            "stats.refresh",
+                            [
+                                "subscriptions": .int(Int64(done.subscriptions)), "late": .int(Int64(done.late)),
+                                "foldedOn": .int(Int64(done.foldedOn)),
+                                "states": .int(Int64(done.states)), "pending": .int(done.pending),
+                            ])
+                    }
+                } catch {
+                    logger.error("stats.refresh.failed", ["error.message": .string(String(describing: error))])
+                }
+            }
+        }
+    }
+}
