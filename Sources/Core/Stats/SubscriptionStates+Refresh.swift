@@ -173,16 +173,15 @@ extension SubscriptionStates {
         var onward: [(id: String, fold: Fold, last: Event)] = []
         for (id, noted) in subscriptions {
             let key = Array(id.utf8)
-            guard !noted.whole, let earliest = noted.earliest, let fold = folds[key], let last = fold.last,
-                fold.replacedAt == replaced[key], (last.at, last.id) < (earliest.at, earliest.id)
-            else {
-                if !noted.whole, let earliest = noted.earliest, let last = folds[key]?.last, (last.at, last.id) >= (earliest.at, earliest.id) {
+            if !noted.whole, let earliest = noted.earliest, let fold = folds[key], let last = fold.last {
+                if (last.at, last.id) >= (earliest.at, earliest.id) {
                     result.late += 1
+                } else if fold.replacedAt == replaced[key] {
+                    onward.append((id, fold, last))
+                    continue
                 }
-                whole.append(id)
-                continue
             }
-            onward.append((id, fold, last))
+            whole.append(id)
         }
         var rows: [(String, State)] = []
         var stored: [(String, Fold)] = []
@@ -190,17 +189,7 @@ extension SubscriptionStates {
             // Folded on: the events after the latest one each folded (one statement for the
             // chunk, from the earliest of them); the latest one's open state is bounded by the
             // first of them.
-            var events: [[UInt8]: [Event]] = [:]
-            try db.forEachRow(
-                """
-                SELECT \(unsafeRaw: eventColumns) FROM billing_events e \(unsafeRaw: SubscriptionStats.perSubscriptionIndex)
-                WHERE e.environment = \(env) AND e.subscription_id IN (\(list: padded(onward.map { SQLValue.string($0.id) })))
-                  AND e.intrinsic_at >= \(Timestamp(millisecondsSinceEpoch: from)) AND \(unsafeRaw: SubscriptionStats.counted("e"))
-                ORDER BY e.subscription_id, e.intrinsic_at, e.id
-                """
-            ) { (row: SQLRow) throws(DatabaseError) in
-                events[Array(try row.string("subscription_id").utf8), default: []].append(try event(row))
-            }
+            let events = try counted(of: onward.map(\.id), environment: env, from: Timestamp(millisecondsSinceEpoch: from), on: db)
             for (id, before, last) in onward {
                 result.foldedOn += 1
                 let after = (events[Array(id.utf8)] ?? []).filter { (last.at, last.id) < ($0.at, $0.id) }
@@ -214,8 +203,7 @@ extension SubscriptionStates {
                           AND valid_from = \(Timestamp(millisecondsSinceEpoch: open.validFrom)) AND event_id = \(open.eventId)
                         """)
                 }
-                var states = after.compactMap { fold.add($0) }
-                if let open = fold.open { states.append(open) }
+                let states = fold.fold(after)
                 if before.firstPaid != fold.firstPaid {
                     try db.execute(
                         """
@@ -223,38 +211,19 @@ extension SubscriptionStates {
                         WHERE environment = \(env) AND subscription_id = \(id)
                         """)
                 }
-                for state in states {
-                    var s = state
-                    s.firstPaidAt = fold.firstPaid
-                    rows.append((id, s))
-                }
+                rows += states.map { (id, $0) }
                 stored.append((id, fold))
             }
         }
         if !whole.isEmpty {
             let wholeList = padded(whole.map(SQLValue.string))
-            var events: [[UInt8]: [Event]] = [:]
-            try db.forEachRow(
-                """
-                SELECT \(unsafeRaw: eventColumns) FROM billing_events e \(unsafeRaw: SubscriptionStats.perSubscriptionIndex)
-                WHERE e.environment = \(env) AND e.subscription_id IN (\(list: wholeList)) AND \(unsafeRaw: SubscriptionStats.counted("e"))
-                ORDER BY e.subscription_id, e.intrinsic_at, e.id
-                """
-            ) { (row: SQLRow) throws(DatabaseError) in
-                events[Array(try row.string("subscription_id").utf8), default: []].append(try event(row))
-            }
+            let events = try counted(of: whole, environment: env, from: nil, on: db)
             try db.execute(
                 "DELETE FROM billing_subscription_states WHERE environment = \(env) AND subscription_id IN (\(list: wholeList))")
             for id in whole {
                 let key = Array(id.utf8)
                 var fold = Fold(replacedAt: replaced[key])
-                var states = (events[key] ?? []).compactMap { fold.add($0) }
-                if let open = fold.open { states.append(open) }
-                for state in states {
-                    var s = state
-                    s.firstPaidAt = fold.firstPaid
-                    rows.append((id, s))
-                }
+                rows += fold.fold(events[key] ?? []).map { (id, $0) }
                 stored.append((id, fold))
             }
             result.subscriptions += whole.count
@@ -262,6 +231,26 @@ extension SubscriptionStates {
         try inChunks(rows) { try insert($0, environment: env, on: db) }
         try inChunks(stored) { try store($0, environment: env, on: db) }
         result.states += rows.count
+    }
+
+    /// The counted events of up to `chunk` subscriptions of one environment, from `from` on
+    /// (nil: all), each subscription's in (intrinsic_at, id) order.
+    static func counted(
+        of subscriptions: [String], environment env: String, from: Timestamp?, on db: DatabaseConnection
+    ) throws -> [[UInt8]: [Event]] {
+        let since: SQLQuery = from.map { "AND e.intrinsic_at >= \($0)" } ?? ""
+        var events: [[UInt8]: [Event]] = [:]
+        try db.forEachRow(
+            """
+            SELECT \(unsafeRaw: eventColumns) FROM billing_events e \(unsafeRaw: SubscriptionStats.perSubscriptionIndex)
+            WHERE e.environment = \(env) AND e.subscription_id IN (\(list: padded(subscriptions.map(SQLValue.string)))) \(since)
+              AND \(unsafeRaw: SubscriptionStats.counted("e"))
+            ORDER BY e.subscription_id, e.intrinsic_at, e.id
+            """
+        ) { (row: SQLRow) throws(DatabaseError) in
+            events[Array(try row.string("subscription_id").utf8), default: []].append(try event(row))
+        }
+        return events
     }
 
     /// Runs `write` over chunks of 32, 16, … 1 elements: multi-row statements of at most six

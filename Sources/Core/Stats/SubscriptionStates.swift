@@ -69,10 +69,7 @@ enum SubscriptionStates {
     /// when a Play replacement ends it (`replacedAt`; it is not active from then on).
     static func states(of events: [Event], replacedAt: Int64?) -> [State] {
         var fold = Fold(replacedAt: replacedAt)
-        var result = events.compactMap { fold.add($0) }
-        if let open = fold.open { result.append(open) }
-        for i in result.indices { result[i].firstPaidAt = fold.firstPaid }
-        return result
+        return fold.fold(events)
     }
 
     /// The fold of one subscription's counted events in (at, id) order, resumable: what it
@@ -105,6 +102,16 @@ enum SubscriptionStates {
         var open: State?
 
         init(replacedAt: Int64?) { self.replacedAt = replacedAt }
+
+        /// Folds `events` (after every event folded so far) and returns the states to write:
+        /// the previous latest event's, now bounded, then each new event's, the last one open;
+        /// each with the first paid instant as it now stands.
+        mutating func fold(_ events: [Event]) -> [State] {
+            var states = events.compactMap { add($0) }
+            if let open { states.append(open) }
+            for i in states.indices { states[i].firstPaidAt = firstPaid }
+            return states
+        }
 
         /// Folds `e`, which comes after every event folded so far; returns the previous
         /// event's state, now bounded by `e`, when it is active at some instant.
