@@ -103,6 +103,18 @@ struct SQLRow: Sendable {
         }
     }
 
+    /// A whole number that may exceed Int64 (a `SUM` of money: DECIMAL), saturated at its
+    /// bounds like `Money.add`.
+    func saturatedInt64(_ column: String) throws(DatabaseError) -> Int64 {
+        let v = try value(column)
+        if case .string(let s) = v, Int64(s) == nil, let first = s.first, s.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == "-") }),
+            s.count > 18
+        {
+            return first == "-" ? Int64.min : Int64.max
+        }
+        return try int64(column)
+    }
+
     func uint64(_ column: String) throws(DatabaseError) -> UInt64 {
         let v = try value(column)
         switch v {

@@ -46,7 +46,8 @@ extension SubscriptionStates {
     /// snapshot: the notes it removes and the events it folds are the same set.
     @discardableResult
     static func refresh(
-        on db: DatabaseConnection, now: Timestamp, batchSize: Int = batchSize, while proceed: () -> Bool = { true }
+        on db: DatabaseConnection, now: Timestamp, batchSize: Int = batchSize,
+        keptPeriods: Int = CountFold.keptPeriods, while proceed: () -> Bool = { true }
     ) throws -> RefreshResult {
         var result = RefreshResult()
         let last = try db.queryOne("SELECT CAST(COALESCE(MAX(id), 0) AS UNSIGNED) AS last FROM billing_subscription_changes")?.uint64("last") ?? 0
@@ -94,7 +95,7 @@ extension SubscriptionStates {
                         let part = sorted[start..<min(start + chunk, sorted.count)].map {
                             (id: String(decoding: $0, as: UTF8.self), noted: subscriptions[$0]!)
                         }
-                        try derive(part, environment: env, into: &batch, on: db)
+                        try derive(part, environment: env, keptPeriods: keptPeriods, into: &batch, on: db)
                     }
                 }
                 for start in stride(from: 0, to: ids.count, by: chunk) {
@@ -125,30 +126,32 @@ extension SubscriptionStates {
     }
 
     static let eventColumns = """
-        e.subscription_id, e.id, e.intrinsic_at, e.kind, e.user_id, e.product_id, e.is_trial, e.family_shared,
+        e.subscription_id, e.id, e.intrinsic_at, e.kind, \(SubscriptionStats.countedKind("e")) AS counted_kind, e.user_id, e.product_id, e.is_trial, e.family_shared,
         e.price_milli, e.currency, e.purchased_at, e.expires_at, e.grace_expires_at, e.will_renew
         """
 
     static func event(_ row: SQLRow) throws(DatabaseError) -> Event {
         Event(
             id: try row.uint64("id"), at: try row.timestamp("intrinsic_at").millisecondsSinceEpoch,
-            kind: try row.string("kind"), userId: try row.optionalString("user_id"),
+            kind: try row.string("kind"), countedKind: try row.string("counted_kind"), userId: try row.optionalString("user_id"),
             productId: try row.optionalString("product_id"), isTrial: try row.bool("is_trial"),
             familyShared: try row.bool("family_shared"), priceMilli: try row.optionalInt64("price_milli"),
             currency: try row.optionalString("currency"),
             purchasedAt: try row.optionalTimestamp("purchased_at")?.millisecondsSinceEpoch,
             expiresAt: try row.optionalTimestamp("expires_at")?.millisecondsSinceEpoch,
             graceExpiresAt: try row.optionalTimestamp("grace_expires_at")?.millisecondsSinceEpoch,
-            willRenew: try row.optionalInt64("will_renew").map { $0 != 0 })
+            willRenew: try row.optionalInt64("will_renew").map { $0 != 0 },
+            userCreatedAt: try row.optionalTimestamp("user_created_at")?.millisecondsSinceEpoch)
     }
 
     /// Brings the states of up to `chunk` noted subscriptions of one environment up to date:
     /// each whose inserted events all come after its stored fold's latest event (same
-    /// replacement) is folded on from there; every other one is derived again from all its
-    /// counted events, its rows replaced.
+    /// replacement, no period key it forgot) is folded on from there; every other one is
+    /// derived again from all its counted events, its rows replaced. Each stored fold keeps
+    /// `keptPeriods` period keys (tests make it small).
     static func derive(
-        _ subscriptions: [(id: String, noted: Noted)], environment env: String, into result: inout RefreshResult,
-        on db: DatabaseConnection
+        _ subscriptions: [(id: String, noted: Noted)], environment env: String, keptPeriods: Int,
+        into result: inout RefreshResult, on db: DatabaseConnection
     ) throws {
         let list = padded(subscriptions.map { SQLValue.string($0.id) })
         var replaced: [[UInt8]: Int64] = [:]
@@ -184,15 +187,21 @@ extension SubscriptionStates {
             whole.append(id)
         }
         var rows: [(String, State)] = []
+        var counted: [(String, Counted)] = []
         var stored: [(String, Fold)] = []
         if let from = onward.map(\.last.at).min() {
             // Folded on: the events after the latest one each folded (one statement for the
             // chunk, from the earliest of them); the latest one's open state is bounded by the
             // first of them.
-            let events = try counted(of: onward.map(\.id), environment: env, from: Timestamp(millisecondsSinceEpoch: from), on: db)
+            let events = try self.counted(of: onward.map(\.id), environment: env, from: Timestamp(millisecondsSinceEpoch: from), on: db)
             for (id, before, last) in onward {
-                result.foldedOn += 1
                 let after = (events[Array(id.utf8)] ?? []).filter { (last.at, last.id) < ($0.at, $0.id) }
+                guard before.counts.canClassify(after) else {
+                    // An event names a period key the stored fold no longer keeps.
+                    whole.append(id)
+                    continue
+                }
+                result.foldedOn += 1
                 guard !after.isEmpty else { continue }
                 var fold = before
                 if let open = before.open {
@@ -203,32 +212,39 @@ extension SubscriptionStates {
                           AND valid_from = \(Timestamp(millisecondsSinceEpoch: open.validFrom)) AND event_id = \(open.eventId)
                         """)
                 }
-                let states = fold.fold(after)
-                if before.firstPaid != fold.firstPaid {
+                let folded = fold.fold(after)
+                if before.firstPaid != fold.firstPaid || before.counts.paidAt != fold.counts.paidAt {
+                    let ts = { (ms: Int64?) in ms.map(Timestamp.init(millisecondsSinceEpoch:)) }
                     try db.execute(
                         """
-                        UPDATE billing_subscription_states SET first_paid_at = \(fold.firstPaid.map(Timestamp.init(millisecondsSinceEpoch:)))
+                        UPDATE billing_subscription_states SET first_paid_at = \(ts(fold.firstPaid)), cohort_paid_at = \(ts(fold.counts.paidAt))
                         WHERE environment = \(env) AND subscription_id = \(id)
                         """)
                 }
-                rows += states.map { (id, $0) }
+                rows += folded.states.map { (id, $0) }
+                counted += folded.counted.map { (id, $0) }
                 stored.append((id, fold))
             }
         }
         if !whole.isEmpty {
             let wholeList = padded(whole.map(SQLValue.string))
-            let events = try counted(of: whole, environment: env, from: nil, on: db)
+            let events = try self.counted(of: whole, environment: env, from: nil, on: db)
             try db.execute(
                 "DELETE FROM billing_subscription_states WHERE environment = \(env) AND subscription_id IN (\(list: wholeList))")
+            try db.execute("DELETE FROM billing_counted_events WHERE environment = \(env) AND subscription_id IN (\(list: wholeList))")
             for id in whole {
                 let key = Array(id.utf8)
                 var fold = Fold(replacedAt: replaced[key])
-                rows += fold.fold(events[key] ?? []).map { (id, $0) }
+                let folded = fold.fold(events[key] ?? [])
+                rows += folded.states.map { (id, $0) }
+                counted += folded.counted.map { (id, $0) }
                 stored.append((id, fold))
             }
             result.subscriptions += whole.count
         }
+        for i in stored.indices { stored[i].1.counts.forgetOldPeriods(keeping: keptPeriods) }
         try inChunks(rows) { try insert($0, environment: env, on: db) }
+        try inChunks(counted) { try insert($0, environment: env, on: db) }
         try inChunks(stored) { try store($0, environment: env, on: db) }
         result.states += rows.count
     }
@@ -242,7 +258,9 @@ extension SubscriptionStates {
         var events: [[UInt8]: [Event]] = [:]
         try db.forEachRow(
             """
-            SELECT \(unsafeRaw: eventColumns) FROM billing_events e \(unsafeRaw: SubscriptionStats.perSubscriptionIndex)
+            SELECT \(unsafeRaw: eventColumns), u.created_at AS user_created_at
+            FROM billing_events e \(unsafeRaw: SubscriptionStats.perSubscriptionIndex)
+            LEFT JOIN billing_users u ON u.id = e.user_id
             WHERE e.environment = \(env) AND e.subscription_id IN (\(list: padded(subscriptions.map(SQLValue.string)))) \(since)
               AND \(unsafeRaw: SubscriptionStats.counted("e"))
             ORDER BY e.subscription_id, e.intrinsic_at, e.id
@@ -280,6 +298,27 @@ extension SubscriptionStates {
             """)
     }
 
+    private static func insert(_ rows: ArraySlice<(String, Counted)>, environment env: String, on db: DatabaseConnection) throws {
+        func ts(_ ms: Int64?) -> Timestamp? { ms.map(Timestamp.init(millisecondsSinceEpoch:)) }
+        var values: SQLQuery = ""
+        for (n, (id, c)) in rows.enumerated() {
+            if n > 0 { values.append(", ") }
+            values.append(
+                """
+                (\(env), \(ts(c.at)), \(c.eventId), \(id), \(c.kind), \(c.isTrial), \(c.familyShared), \(c.priceMilli), \(c.currency),
+                 \(ts(c.periodAt)), \(c.firstEver), \(c.periodFirst), \(c.converted), \(c.firstPaid), \(c.signupDays),
+                 \(ts(c.previousClassAt)), \(ts(c.previousKindAt)))
+                """)
+        }
+        try db.execute(
+            """
+            INSERT INTO billing_counted_events (environment, intrinsic_at, event_id, subscription_id, kind, is_trial, family_shared,
+              price_milli, currency, period_at, first_ever, period_first, converted, first_paid, signup_days, previous_class_at,
+              previous_kind_at)
+            VALUES \(values)
+            """)
+    }
+
     private static func insert(_ rows: ArraySlice<(String, State)>, environment env: String, on db: DatabaseConnection) throws {
         func ts(_ ms: Int64?) -> Timestamp? { ms.map(Timestamp.init(millisecondsSinceEpoch:)) }
         var values: SQLQuery = ""
@@ -289,14 +328,14 @@ extension SubscriptionStates {
                 """
                 (\(env), \(Int64(s.spanClass)), \(ts(s.validFrom)), \(s.eventId), \(ts(s.activeUntil)), \(id), \(s.userId),
                  \(s.productId), \(s.isTrial), \(s.familyShared), \(s.cancelling), \(s.priceMilli), \(s.currency),
-                 \(ts(s.paidAt)), \(s.periodSeconds), \(ts(s.firstPaidAt)))
+                 \(ts(s.paidAt)), \(s.periodSeconds), \(ts(s.firstPaidAt)), \(ts(s.cohortPaidAt)))
                 """)
         }
         try db.execute(
             """
             INSERT INTO billing_subscription_states (environment, span_class, valid_from, event_id, active_until,
               subscription_id, user_id, product_id, is_trial, family_shared, cancelling, price_milli, currency, paid_at,
-              period_seconds, first_paid_at)
+              period_seconds, first_paid_at, cohort_paid_at)
             VALUES \(values)
             """)
     }

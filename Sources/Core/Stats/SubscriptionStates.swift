@@ -19,6 +19,9 @@ enum SubscriptionStates {
         var id: UInt64
         var at: Int64
         var kind: String
+        /// The kind as the counts read it (`SubscriptionStats.countedKind`: a Google Play state
+        /// is its order's purchase or renewal).
+        var countedKind: String
         var userId: String?
         var productId: String?
         var isTrial: Bool
@@ -29,6 +32,8 @@ enum SubscriptionStates {
         var expiresAt: Int64?
         var graceExpiresAt: Int64?
         var willRenew: Bool?
+        /// When its user signed up (`billing_users.created_at`; nil: no known user).
+        var userCreatedAt: Int64? = nil
     }
 
     /// The subscription after `eventId`, active at t when `validFrom < t < activeUntil`.
@@ -46,6 +51,9 @@ enum SubscriptionStates {
         var paidAt: Int64?
         var periodSeconds: Int64?
         var firstPaidAt: Int64?
+        /// When its cohort's first paid period began (docs/stats.md "Cohorts"; one-time
+        /// purchases are in no cohort, unlike `firstPaidAt`).
+        var cohortPaidAt: Int64? = nil
 
         /// The smallest c with activeUntil − validFrom ≤ 2^c days (`unboundedClass` at most).
         var spanClass: Int {
@@ -69,7 +77,7 @@ enum SubscriptionStates {
     /// when a Play replacement ends it (`replacedAt`; it is not active from then on).
     static func states(of events: [Event], replacedAt: Int64?) -> [State] {
         var fold = Fold(replacedAt: replacedAt)
-        return fold.fold(events)
+        return fold.fold(events).states
     }
 
     /// The fold of one subscription's counted events in (at, id) order, resumable: what it
@@ -100,17 +108,24 @@ enum SubscriptionStates {
         var last: Event?
         /// Its state, not yet bounded by a next event (nil: none, or not active).
         var open: State?
+        /// What the counts' classification keeps.
+        var counts = CountFold()
 
         init(replacedAt: Int64?) { self.replacedAt = replacedAt }
 
         /// Folds `events` (after every event folded so far) and returns the states to write:
         /// the previous latest event's, now bounded, then each new event's, the last one open;
-        /// each with the first paid instant as it now stands.
-        mutating func fold(_ events: [Event]) -> [State] {
+        /// each with the first paid instant as it now stands. And the rows of
+        /// `billing_counted_events` for the events that count.
+        mutating func fold(_ events: [Event]) -> (states: [State], counted: [Counted]) {
             var states = events.compactMap { add($0) }
             if let open { states.append(open) }
-            for i in states.indices { states[i].firstPaidAt = firstPaid }
-            return states
+            let counted = events.compactMap { counts.classify($0) }
+            for i in states.indices {
+                states[i].firstPaidAt = firstPaid
+                states[i].cohortPaidAt = counts.paidAt
+            }
+            return (states, counted)
         }
 
         /// Folds `e`, which comes after every event folded so far; returns the previous

@@ -12,23 +12,16 @@ extension SubscriptionStats {
     }
 
     /// Subscriptions born in [from, to) whose owner is known: the median of whole days from
-    /// the owner's sign-up to the subscription's first event (negative counts as 0).
+    /// the owner's sign-up to the subscription's first event (negative counts as 0). The new
+    /// subscriptions are the classified purchases that are their subscription's first counted
+    /// event; the refresh stored their days since sign-up (billing_counted_events, sql/026).
     static func subscriberProfile(_ q: Query, on db: DatabaseConnection) throws -> JSON {
-        let env = q.environment.rawValue
         let row = try db.queryOne(
             """
-            SELECT COUNT(*) OVER () AS n, MEDIAN(d.days) OVER () AS median_days FROM (
-              SELECT GREATEST(0, TIMESTAMPDIFF(DAY, u.created_at, e.intrinsic_at)) AS days
-              FROM billing_events e
-              JOIN billing_users u ON u.id = e.user_id
-              WHERE e.environment = \(env) AND e.intrinsic_at >= \(q.from) AND e.intrinsic_at < \(q.to)
-                AND \(unsafeRaw: counted("e")) AND e.kind = 'purchase'
-                AND NOT EXISTS (
-                  SELECT 1 FROM billing_events p
-                  WHERE p.environment = \(env) AND p.subscription_id = e.subscription_id
-                    AND p.intrinsic_at <= e.intrinsic_at AND (p.intrinsic_at < e.intrinsic_at OR p.id < e.id)
-                    AND \(unsafeRaw: counted("p")))
-            ) d
+            SELECT COUNT(*) OVER () AS n, MEDIAN(k.signup_days) OVER () AS median_days
+            FROM billing_counted_events k
+            WHERE k.environment = \(q.environment.rawValue) AND k.intrinsic_at >= \(q.from) AND k.intrinsic_at < \(q.to)
+              AND k.first_ever = 1 AND k.kind = 'purchase' AND k.signup_days IS NOT NULL
             LIMIT 1
             """)
         guard let row else { return ["subscriptions": 0, "medianDaysToSubscribe": nil] }

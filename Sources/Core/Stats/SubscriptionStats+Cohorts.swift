@@ -43,9 +43,9 @@ extension SubscriptionStats {
     /// subscribers, the share still paying at each following month's first instant (up to
     /// min(to, now)) and the net revenue they brought up to `to`, per subscriber.
     /// Three queries, whatever the number of subscriptions: the cohort sizes, the paying
-    /// sets of every month boundary joined to the cohorts (MariaDB counts, per cohort and
-    /// boundary), and one scan of the cohorts' events ordered by subscription, folded one
-    /// subscription at a time (memory: one subscription's periods and one total per cohort).
+    /// sets of every month boundary grouped by the cohort their states name (MariaDB counts,
+    /// per cohort and boundary), and the cohorts' classified sales and refunds summed per cohort, currency
+    /// and purchase day (memory: one total per cohort, currency and day).
     static func cohorts(_ q: Query, now: Timestamp, on db: DatabaseConnection) throws -> JSON {
         let length = q.to.millisecondsSinceEpoch - q.from.millisecondsSinceEpoch
         guard length > 0 else { throw QueryError.emptyPeriod }
@@ -71,52 +71,36 @@ extension SubscriptionStats {
             b = b + 1
         }
         if !boundaries.isEmpty {
+            // Each boundary's paying states of the cohorts' subscriptions, grouped by the
+            // cohort each state names (its subscription's first paid period, stored with it).
             let paying = boundaries.enumerated().map { (n, b) -> SQLQuery in
                 """
-                SELECT \(Int64(n)) AS boundary, s.subscription_id
+                SELECT \(Int64(n)) AS boundary, CAST(DATE_FORMAT(s.cohort_paid_at, '%Y-%m-01') AS DATETIME(3)) AS cohort
                 \(SubscriptionStates.active(at: b.start, environment: env)) AND \(unsafeRaw: SubscriptionStates.paid)
+                  AND s.cohort_paid_at >= \(q.from) AND s.cohort_paid_at < \(q.to)
                 """
             }
             let union = paying.dropFirst().reduce(paying[0]) { "\($0) UNION ALL \($1)" }
-            try db.forEachRow(
-                """
-                SELECT c.cohort, p.boundary, COUNT(*) AS n
-                FROM (\(members)) c JOIN (\(union)) p ON p.subscription_id = c.subscription_id
-                GROUP BY c.cohort, p.boundary
-                """
-            ) { (row: SQLRow) throws(DatabaseError) in
+            try db.forEachRow("SELECT p.cohort, p.boundary, COUNT(*) AS n FROM (\(union)) p GROUP BY p.cohort, p.boundary") {
+                (row: SQLRow) throws(DatabaseError) in
                 let cohort = Month(try row.timestamp("cohort"))
                 let boundary = boundaries[Int(try row.int64("boundary"))]
                 guard boundary > cohort else { return }
                 cohorts[cohort, default: Cohort()].paying[boundary.index - cohort.index] = try row.int64("n")
             }
         }
-        // Realized revenue: every counted event of the cohorts' subscriptions before `to`,
-        // each subscription folded from its first event as the counts fold a period.
-        var subscription: String?
-        var fold = SubscriptionFold(seenBefore: false, lastPeriodTrial: false)
+        // Realized revenue: the sales and refunds of the cohorts' subscriptions before `to`,
+        // classified as the counts classify them (billing_counted_events, sql/026).
         var revenue: [Month: Counts] = [:]
         try db.forEachRow(
             """
-            SELECT c.cohort, e.subscription_id, \(unsafeRaw: countedKind("e")) AS kind, e.is_trial, e.price_milli, e.currency,
-              e.family_shared,
-              COALESCE(e.purchased_at, e.intrinsic_at) AS period_key
-            FROM (\(members)) c JOIN billing_events e ON e.environment = \(env) AND e.subscription_id = c.subscription_id
-            WHERE e.intrinsic_at < \(q.to) AND \(unsafeRaw: counted("e"))
-            ORDER BY e.subscription_id, e.intrinsic_at, e.id
+            SELECT c.cohort, \(unsafeRaw: moneyGroup), \(unsafeRaw: moneySums)
+            FROM (\(members)) c JOIN billing_counted_events k ON k.environment = \(env) AND k.subscription_id = c.subscription_id
+            WHERE k.intrinsic_at < \(q.to)
+            GROUP BY c.cohort, money_currency, money_day
             """
         ) { (row: SQLRow) throws(DatabaseError) in
-            let key = try row.string("subscription_id")
-            if key != subscription {
-                subscription = key
-                fold = SubscriptionFold(seenBefore: false, lastPeriodTrial: false)
-            }
-            let periodKey = try row.timestamp("period_key")
-            let event = FoldedEvent(
-                kind: try row.string("kind"), isTrial: try row.bool("is_trial"), priceMilli: try row.optionalInt64("price_milli"),
-                currency: try row.optionalString("currency"), isSale: !(try row.bool("family_shared")), current: true,
-                periodKey: periodKey.millisecondsSinceEpoch, purchaseDay: RateDay(periodKey))
-            fold.fold(event, into: &revenue[Month(try row.timestamp("cohort")), default: Counts()])
+            try revenue[Month(try row.timestamp("cohort")), default: Counts()].addMoney(row)
         }
         try convert(&revenue, to: q.currency, on: db)
         for (month, counts) in revenue { cohorts[month, default: Cohort()].revenue = counts }
@@ -147,30 +131,16 @@ extension SubscriptionStats {
         ]
     }
 
-    /// The kinds of a paid period (the cohort's first one): a purchase or renewal, or a
-    /// subscriber state pulled from RevenueCat, not a trial, not family-shared, with a price.
-    static func paidPeriodEvent(_ a: String) -> String {
-        """
-        \(a).kind IN ('purchase', 'renewal', 'subscriber_state') AND \(a).is_trial = 0 AND \(a).family_shared = 0 \
-        AND \(a).price_milli > 0 AND \(counted(a))
-        """
-    }
-
     /// `subscription_id, cohort` (the first day of the UTC month of its first paid period) of
-    /// every subscription whose first paid period starts in [from, to): a range of the
-    /// `(environment, intrinsic_at)` index, and one index look per subscription for a paid
-    /// period before `from`.
+    /// every subscription whose first paid period starts in [from, to): the classified events
+    /// of that range flagged as their subscription's first paid period (billing_counted_events,
+    /// sql/026).
     static func cohortMembers(_ q: Query) -> SQLQuery {
-        let env = q.environment.rawValue
-        return """
-            SELECT e.subscription_id, CAST(DATE_FORMAT(MIN(e.intrinsic_at), '%Y-%m-01') AS DATETIME(3)) AS cohort
-            FROM billing_events e
-            WHERE e.environment = \(env) AND e.intrinsic_at >= \(q.from) AND e.intrinsic_at < \(q.to)
-              AND \(unsafeRaw: paidPeriodEvent("e"))
-              AND NOT EXISTS (SELECT 1 FROM billing_events p
-                              WHERE p.environment = \(env) AND p.subscription_id = e.subscription_id
-                                AND p.intrinsic_at < \(q.from) AND \(unsafeRaw: paidPeriodEvent("p")))
-            GROUP BY e.subscription_id
-            """
+        """
+        SELECT k.subscription_id, CAST(DATE_FORMAT(k.intrinsic_at, '%Y-%m-01') AS DATETIME(3)) AS cohort
+        FROM billing_counted_events k
+        WHERE k.environment = \(q.environment.rawValue) AND k.intrinsic_at >= \(q.from) AND k.intrinsic_at < \(q.to)
+          AND k.first_paid = 1
+        """
     }
 }

@@ -51,6 +51,18 @@ extension SubscriptionStats {
             refunded = CurrencyAmounts()
         }
 
+        /// Adds a group's sales and amounts (`moneyGroup`, `moneySums`) in their own currency
+        /// and purchase day, converted later (`convert`).
+        mutating func addMoney(_ row: SQLRow) throws(DatabaseError) {
+            let currency = try row.string("money_currency")
+            let day = RateDay(try row.timestamp("money_day"))
+            sales += try row.int64("sales")
+            let gross = try row.saturatedInt64("gross_milli")
+            let refundedMilli = try row.saturatedInt64("refunded_milli")
+            if gross != 0 { self.gross.add(gross, currency: currency, day: day) }
+            if refundedMilli != 0 { refunded.add(refundedMilli, currency: currency, day: day) }
+        }
+
         init(summing days: [DayCounts]) {
             for d in days {
                 new += d.counts.new
@@ -105,96 +117,63 @@ extension SubscriptionStats {
         return "DATE(CONVERT_TZ(\(expression), '+00:00', \(zone)))"
     }
 
-    /// The counts of both periods by (period, local day), from one scan of their events
-    /// ordered by subscription and time (a range of the `(environment, intrinsic_at)` index
-    /// and one sort), folded here one subscription at a time, plus one look per subscription
-    /// at its history before the scan (index-only, sql/005_stats.sql). The definitions are
-    /// those of docs/stats.md, per event:
+    /// The counts of both periods by (period, local day): one range of `billing_counted_events`
+    /// (sql/026; the refresh classified each event when it folded its subscription) summed by
+    /// MariaDB per period, local day, currency and purchase day. The definitions are those of
+    /// docs/stats.md, per event:
     /// - new: a purchase that is its subscription's first counted event ever (trials: of
-    ///   those, the trial ones);
+    ///   those, the trial ones; familyShared: a family-shared purchase or one-time purchase);
     /// - converted: the first report of a paid period (purchase/renewal, not a trial) whose
     ///   previous purchase/renewal was a trial;
-    /// - renewals, gross revenue: the first report of a period (twins from both channels
-    ///   share the subscription and the period key COALESCE(purchased_at, intrinsic_at));
+    /// - renewals, gross revenue, one-time purchases: the first report of a period ever (twins
+    ///   from both channels share the subscription and the period key COALESCE(purchased_at,
+    ///   intrinsic_at)); refunded amount, billing issues: the first of their kind per period key;
     /// - cancellations, lost (expiration/refund/revoke), refunds, revocations: the first of
-    ///   its class for the subscription within the same period ([from, to) or the previous);
-    /// - refunded amount, billing issues: the first of its kind per period key.
-    /// MariaDB's window functions computed the same (`StatsCountsRuleTests` keeps that query
-    /// as the reference), but their running sums each passed over a temporary table that
-    /// grows with the period: 8 s for a year of a 370k-event inbox, against 1.7 s for the
-    /// whole report with this scan and fold (docs/stats.md, "Cost").
+    ///   its class for the subscription within the same period ([from, to) or the previous):
+    ///   the previous one of its class is before the period's start, or there is none.
+    /// `StatsCountsRuleTests` checks them against the same definitions written as MariaDB
+    /// window functions over the inbox.
     static func dailyCounts(_ q: Query, previousFrom: Timestamp, zone: String?, on db: DatabaseConnection) throws -> [DayCounts] {
-        let env = q.environment.rawValue
-        let scanned: SQLQuery = """
-            e.environment = \(env) AND e.intrinsic_at >= \(previousFrom) AND e.intrinsic_at < \(q.to) AND \(unsafeRaw: counted("e"))
-            """
-        // Before the scan: has the subscription a counted event, and was its latest
-        // purchase/renewal a trial? (Everything later is in the scan.)
-        var history: [String: (seenBefore: Bool, lastPeriodTrial: Bool)] = [:]
-        try db.forEachRow(
-            """
-            SELECT s.subscription_id,
-              EXISTS (SELECT 1 FROM billing_events p
-                      WHERE p.environment = \(env) AND p.subscription_id = s.subscription_id
-                        AND p.intrinsic_at < \(previousFrom) AND \(unsafeRaw: counted("p"))) AS seen_before,
-              COALESCE((SELECT p.is_trial FROM billing_events p \(unsafeRaw: perSubscriptionIndex)
-                        WHERE p.environment = \(env) AND p.subscription_id = s.subscription_id
-                          AND p.intrinsic_at < \(previousFrom)
-                          AND p.status IN ('applied', 'unmatched') AND \(unsafeRaw: countedKind("p")) IN ('purchase', 'renewal')
-                        ORDER BY p.intrinsic_at DESC, p.id DESC LIMIT 1), 0) AS last_period_trial
-            FROM (SELECT DISTINCT e.subscription_id FROM billing_events e WHERE \(scanned)) s
-            """
-        ) { (row: SQLRow) throws(DatabaseError) in
-            let seen = try row.bool("seen_before")
-            let trial = try row.bool("last_period_trial")
-            if seen || trial { history[try row.string("subscription_id")] = (seen, trial) }
-        }
-
+        // The start of the event's period: its class's previous event counts when not before it.
+        let windowStart: SQLQuery = "IF(k.intrinsic_at >= \(q.from), CAST(\(q.from) AS DATETIME(3)), CAST(\(previousFrom) AS DATETIME(3)))"
+        func first(_ previous: String) -> SQLQuery { "(k.\(unsafeRaw: previous) IS NULL OR k.\(unsafeRaw: previous) < \(windowStart))" }
         var days: [DayKey: Counts] = [:]
-        var subscription: String?
-        var fold = SubscriptionFold(seenBefore: false, lastPeriodTrial: false)
         try db.forEachRow(
             """
-            SELECT e.subscription_id, \(unsafeRaw: countedKind("e")) AS kind, e.is_trial, e.price_milli, e.currency, e.family_shared,
-              e.intrinsic_at >= \(q.from) AS cur, COALESCE(e.purchased_at, e.intrinsic_at) AS period_key,
-              \(localDay("e.intrinsic_at", zone: zone)) AS day
-            FROM billing_events e
-            WHERE \(scanned)
-            ORDER BY e.subscription_id, e.intrinsic_at, e.id
+            SELECT k.intrinsic_at >= \(q.from) AS cur, \(localDay("k.intrinsic_at", zone: zone)) AS day,
+              \(unsafeRaw: moneyGroup),
+              SUM(k.first_ever AND k.kind = 'purchase') AS new_count,
+              SUM(k.first_ever AND k.kind = 'purchase' AND k.is_trial) AS trials,
+              SUM(k.first_ever AND k.family_shared AND k.kind IN ('purchase', 'non_renewing_purchase')) AS family_shared,
+              SUM(k.converted) AS converted,
+              SUM(k.kind = 'renewal' AND k.period_first) AS renewals,
+              SUM(k.kind = 'non_renewing_purchase' AND k.period_first) AS one_time,
+              SUM(k.kind = 'billing_issue' AND k.period_first) AS billing_issues,
+              SUM(k.kind = 'cancellation' AND \(first("previous_class_at"))) AS cancellations,
+              SUM(k.kind IN ('expiration', 'refund', 'revoke') AND \(first("previous_class_at"))) AS lost,
+              SUM(k.kind = 'refund' AND \(first("previous_kind_at"))) AS refunds,
+              SUM(k.kind = 'revoke' AND \(first("previous_kind_at"))) AS revocations,
+              \(unsafeRaw: moneySums)
+            FROM billing_counted_events k
+            WHERE k.environment = \(q.environment.rawValue) AND k.intrinsic_at >= \(previousFrom) AND k.intrinsic_at < \(q.to)
+            GROUP BY cur, day, money_currency, money_day
             """
         ) { (row: SQLRow) throws(DatabaseError) in
-            let key = try row.string("subscription_id")
-            if key != subscription {
-                subscription = key
-                let before = history[key]
-                fold = SubscriptionFold(seenBefore: before?.seenBefore ?? false, lastPeriodTrial: before?.lastPeriodTrial ?? false)
-            }
-            let periodKey = try row.timestamp("period_key")
-            let event = FoldedEvent(
-                kind: try row.string("kind"), isTrial: try row.bool("is_trial"),
-                priceMilli: try row.optionalInt64("price_milli"),
-                currency: try row.optionalString("currency"), isSale: !(try row.bool("family_shared")),
-                current: try row.bool("cur"),
-                periodKey: periodKey.millisecondsSinceEpoch, purchaseDay: RateDay(periodKey))
-            let day = DayKey(current: event.current, day: try row.timestamp("day").millisecondsSinceEpoch)
-            fold.fold(event, into: &days[day, default: Counts()])
-        }
-        // New family-shared subscriptions: the first counted event of each falls in the period.
-        try db.forEachRow(
-            """
-            SELECT e.intrinsic_at >= \(q.from) AS cur, \(localDay("e.intrinsic_at", zone: zone)) AS day, COUNT(*) AS n
-            FROM billing_events e
-            WHERE e.environment = \(env) AND e.intrinsic_at >= \(previousFrom) AND e.intrinsic_at < \(q.to)
-              AND \(unsafeRaw: counted("e")) AND e.family_shared = 1 AND e.kind IN ('purchase', 'non_renewing_purchase')
-              AND NOT EXISTS (SELECT 1 FROM billing_events p
-                              WHERE p.environment = e.environment AND p.subscription_id = e.subscription_id
-                                AND \(unsafeRaw: counted("p"))
-                                AND (p.intrinsic_at < e.intrinsic_at OR (p.intrinsic_at = e.intrinsic_at AND p.id < e.id)))
-            GROUP BY cur, day
-            """
-        ) { (row: SQLRow) throws(DatabaseError) in
-            let day = DayKey(current: try row.bool("cur"), day: try row.timestamp("day").millisecondsSinceEpoch)
-            days[day, default: Counts()].familyShared += try row.int64("n")
+            let key = DayKey(current: try row.bool("cur"), day: try row.timestamp("day").millisecondsSinceEpoch)
+            var c = days[key] ?? Counts()
+            c.new += try row.int64("new_count")
+            c.trials += try row.int64("trials")
+            c.familyShared += try row.int64("family_shared")
+            c.converted += try row.int64("converted")
+            c.renewals += try row.int64("renewals")
+            c.oneTimePurchases += try row.int64("one_time")
+            c.billingIssues += try row.int64("billing_issues")
+            c.cancellations += try row.int64("cancellations")
+            c.lost += try row.int64("lost")
+            c.refunds += try row.int64("refunds")
+            c.revocations += try row.int64("revocations")
+            try c.addMoney(row)
+            days[key] = c
         }
         try convert(&days, to: q.currency, on: db)
         return days.sorted { ($0.key.current ? 1 : 0, $0.key.day) < ($1.key.current ? 1 : 0, $1.key.day) }.map {
@@ -203,6 +182,24 @@ extension SubscriptionStats {
                 counts: $0.value)
         }
     }
+
+    /// The group of a row of counted events (alias k) by the money it carries: its currency
+    /// (`XXX`: none named) and its purchase day, the day its amount converts at.
+    static let moneyGroup = "COALESCE(k.currency, 'XXX') AS money_currency, DATE(k.period_at) AS money_day"
+
+    /// The money of a group of counted events (alias k): sales (a period start or one-time
+    /// purchase reported first, not a trial, not family-shared, priced), their amount, and the
+    /// refunded amount (a refund first of its period, not family-shared). The sums are DECIMAL
+    /// and may pass Int64's bounds (rows written before ingestion refused such prices): read
+    /// saturated, as `Money.add` adds.
+    static let moneySums = """
+        SUM(\(sale)) AS sales, SUM(IF(\(sale), k.price_milli, 0)) AS gross_milli,
+        SUM(IF(k.kind = 'refund' AND k.period_first AND NOT k.family_shared, ABS(CAST(COALESCE(k.price_milli, 0) AS DECIMAL(20, 0))), 0)) AS refunded_milli
+        """
+    private static let sale = """
+        (k.period_first AND NOT k.family_shared AND COALESCE(k.price_milli, 0) > 0 \
+        AND (k.kind = 'non_renewing_purchase' OR (k.kind IN ('purchase', 'renewal') AND NOT k.is_trial)))
+        """
 
     /// Every day's (or cohort's) amounts into `currency`, with the rates of the currencies
     /// and purchase days they name (loaded once for all of them).
@@ -219,104 +216,6 @@ extension SubscriptionStats {
     struct DayKey: Hashable {
         var current: Bool
         var day: Int64
-    }
-
-    /// One scanned event, as the counts need it.
-    struct FoldedEvent {
-        var kind: String
-        var isTrial: Bool
-        var priceMilli: Int64?
-        var currency: String?
-        /// Money that counts: not a family-shared purchase (SPEC §15: access, but no revenue).
-        var isSale: Bool
-        /// In [from, to), not in the previous period.
-        var current: Bool
-        var periodKey: Int64
-        /// The UTC day of the period key: the day whose rate converts its amount.
-        var purchaseDay: RateDay
-
-        var sale: Int64? {
-            guard isSale, let price = priceMilli, price > 0 else { return nil }
-            return price
-        }
-    }
-
-    /// What the counts remember of one subscription while its events pass in time order
-    /// (a few counters, and three per period key it reported).
-    struct SubscriptionFold {
-        /// A counted event before the scan (its first purchase in the scan is then not new).
-        var seenBefore: Bool
-        /// Whether the latest purchase/renewal so far was a trial.
-        var lastPeriodTrial: Bool
-        var scanned = 0
-        /// Cancellations, losses, refunds, revocations so far, per period (previous, current).
-        var classes = [ClassCounts(), ClassCounts()]
-        /// Reports so far of each period key: purchases/renewals, refunds, billing issues.
-        var periods: [Int64: (starts: Int, refunds: Int, billingIssues: Int)] = [:]
-
-        struct ClassCounts {
-            var cancellations = 0, lost = 0, refunds = 0, revocations = 0
-        }
-
-        mutating func fold(_ e: FoldedEvent, into c: inout Counts) {
-            scanned += 1
-            let periodStart = e.kind == "purchase" || e.kind == "renewal"
-            if e.kind == "purchase" && scanned == 1 && !seenBefore {
-                c.new += 1
-                if e.isTrial { c.trials += 1 }
-            }
-            if e.kind == "non_renewing_purchase" {
-                // A one-time purchase (SPEC §15): a sale of its own, no period of a subscription.
-                periods[e.periodKey, default: (0, 0, 0)].starts += 1
-                if periods[e.periodKey]!.starts == 1 {
-                    c.oneTimePurchases += 1
-                    if let price = e.sale {
-                        c.gross.add(price, currency: e.currency, day: e.purchaseDay)
-                        c.sales += 1
-                    }
-                }
-            }
-            if periodStart {
-                periods[e.periodKey, default: (0, 0, 0)].starts += 1
-                let firstReport = periods[e.periodKey]!.starts == 1
-                if firstReport && !e.isTrial {
-                    if lastPeriodTrial { c.converted += 1 }
-                    if let price = e.sale {
-                        c.gross.add(price, currency: e.currency, day: e.purchaseDay)
-                        c.sales += 1
-                    }
-                }
-                if firstReport && e.kind == "renewal" { c.renewals += 1 }
-                lastPeriodTrial = e.isTrial
-            }
-            let p = e.current ? 1 : 0
-            switch e.kind {
-            case "cancellation":
-                classes[p].cancellations += 1
-                if classes[p].cancellations == 1 { c.cancellations += 1 }
-            case "expiration", "refund", "revoke":
-                classes[p].lost += 1
-                if classes[p].lost == 1 { c.lost += 1 }
-            default:
-                break
-            }
-            if e.kind == "refund" {
-                classes[p].refunds += 1
-                if classes[p].refunds == 1 { c.refunds += 1 }
-                periods[e.periodKey, default: (0, 0, 0)].refunds += 1
-                if periods[e.periodKey]!.refunds == 1 && e.isSale, let price = e.priceMilli, price != 0 {
-                    c.refunded.add(Money.magnitude(price), currency: e.currency, day: e.purchaseDay)
-                }
-            }
-            if e.kind == "revoke" {
-                classes[p].revocations += 1
-                if classes[p].revocations == 1 { c.revocations += 1 }
-            }
-            if e.kind == "billing_issue" {
-                periods[e.periodKey, default: (0, 0, 0)].billingIssues += 1
-                if periods[e.periodKey]!.billingIssues == 1 { c.billingIssues += 1 }
-            }
-        }
     }
 
     static func dayString(_ row: SQLRow, _ column: String) throws -> String {
