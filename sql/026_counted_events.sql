@@ -6,7 +6,9 @@
 -- 1M-event inbox did not finish within its 10 s limit before, docs/performance.md).
 --
 -- Derived from billing_events like the states, rebuilt with them: a subscription derived
--- again whole has its rows replaced.
+-- again whole has its rows replaced. billing_counted_buckets keeps their sums per 15-minute
+-- bucket, so that a report reads one row per bucket, currency and day for the buckets wholly
+-- inside its periods, and the rows only at its edges.
 CREATE TABLE billing_counted_events (
   environment VARCHAR(16) NOT NULL
     COMMENT 'production or sandbox, as the event''s',
@@ -44,9 +46,38 @@ CREATE TABLE billing_counted_events (
     COMMENT 'A refund''s previous refund, a revocation''s previous revocation (the same rule)',
   PRIMARY KEY (environment, intrinsic_at, event_id),
   -- A subscription derived again whole replaces its rows.
-  KEY billing_counted_events_subscription (environment, subscription_id)
+  KEY billing_counted_events_subscription (environment, subscription_id),
+  -- The window's rule: the events whose previous one of their class is in the report's periods.
+  KEY billing_counted_events_previous (environment, previous_class_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin
   COMMENT='Each counted event''s classification for the counts, derived from billing_events by the refresh of billing_subscription_states';
+
+CREATE TABLE billing_counted_buckets (
+  environment VARCHAR(16) NOT NULL
+    COMMENT 'production or sandbox',
+  bucket_at DATETIME(3) NOT NULL
+    COMMENT 'Start of the 15-minute bucket (UTC) of the events summed here (intrinsic_at)',
+  money_currency CHAR(3) CHARACTER SET ascii COLLATE ascii_bin NOT NULL
+    COMMENT 'Currency of the events'' prices (XXX: none named)',
+  money_day DATE NOT NULL
+    COMMENT 'UTC day of their period key: the day their amounts convert at',
+  new_count BIGINT NOT NULL DEFAULT 0 COMMENT 'Purchases that are their subscription''s first counted event',
+  trials BIGINT NOT NULL DEFAULT 0 COMMENT 'Of those, trials',
+  family_shared BIGINT NOT NULL DEFAULT 0 COMMENT 'First events that are family-shared purchases or one-time purchases',
+  converted BIGINT NOT NULL DEFAULT 0 COMMENT 'Paid periods'' first reports after a trial',
+  renewals BIGINT NOT NULL DEFAULT 0 COMMENT 'Renewals, first reports of their period',
+  one_time BIGINT NOT NULL DEFAULT 0 COMMENT 'One-time purchases, first reports of their period',
+  billing_issues BIGINT NOT NULL DEFAULT 0 COMMENT 'Billing issues, first of their period',
+  cancellations BIGINT NOT NULL DEFAULT 0 COMMENT 'Cancellation events (the report takes out those whose previous cancellation is in its period)',
+  lost BIGINT NOT NULL DEFAULT 0 COMMENT 'Expiration, refund and revocation events (likewise)',
+  refunds BIGINT NOT NULL DEFAULT 0 COMMENT 'Refund events (likewise)',
+  revocations BIGINT NOT NULL DEFAULT 0 COMMENT 'Revocation events (likewise)',
+  sales BIGINT NOT NULL DEFAULT 0 COMMENT 'Sales: period starts and one-time purchases first of their period, not trials, not family-shared, priced',
+  gross_milli DECIMAL(38, 0) NOT NULL DEFAULT 0 COMMENT 'Their prices, milli-units of money_currency',
+  refunded_milli DECIMAL(38, 0) NOT NULL DEFAULT 0 COMMENT 'Refunded amounts (first refund of a period, not family-shared), milli-units',
+  PRIMARY KEY (environment, bucket_at, money_currency, money_day)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin
+  COMMENT='billing_counted_events summed per 15-minute bucket, currency and purchase day (SubscriptionStats.eventSums), kept equal to its rows by the refresh';
 
 -- The cohort's first paid period beside the states: the retention of a cohort at a month
 -- boundary is then the paying states at that instant grouped by it, without a join.

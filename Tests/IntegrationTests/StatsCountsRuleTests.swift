@@ -25,6 +25,10 @@ import Testing
         "2026-02-10T12:00:00Z", "2026-02-28T20:00:00Z", "2026-02-28T23:59:59.999Z", "2026-03-01T00:00:00Z",
         "2026-03-05T19:00:00Z", "2026-03-05T19:00:00Z", "2026-03-17T04:30:00Z", "2026-03-31T23:59:59.999Z",
         "2026-04-01T00:00:00Z", "2026-04-03T00:00:00Z",
+        // Inside and at the edges of the 15-minute buckets the counts read row by row (the
+        // second window's edges, a local midnight at +03:07).
+        "2026-03-01T00:05:00Z", "2026-03-01T00:14:59.999Z", "2026-03-05T18:45:00Z", "2026-03-31T23:58:00Z",
+        "2026-02-10T20:53:00Z", "2026-01-29T00:07:29.999Z",
     ]
     static let kinds = [
         "purchase", "purchase", "purchase", "renewal", "renewal", "renewal", "renewal", "cancellation", "cancellation",
@@ -48,20 +52,27 @@ import Testing
             try SubscriptionStates.refresh(on: db, now: Self.to, keptPeriods: keptPeriods)
             try Self.loadRandomRates(&random, on: db)
             try Self.createRuleEvents(on: db)
-            let previousFrom = Self.from.adding(milliseconds: -(Self.to.millisecondsSinceEpoch - Self.from.millisecondsSinceEpoch))
-            for (currency, zone) in [("EUR", nil), ("USD", "+05:30"), ("GBP", "-08:00")] as [(String, String?)] {
-                let q = SubscriptionStats.Query(
-                    from: Self.from, to: Self.to, environment: .production, currency: currency,
-                    timeZone: zone)
+            // Two windows: on bucket edges, and off them (7.5 minutes in, 3 minutes short); in
+            // UTC, in zones whose midnight is a bucket edge, and in one whose is not (+03:07).
+            let windows = [(Self.from, Self.to), (Self.from.adding(milliseconds: 450_000), Self.to.adding(milliseconds: -180_000))]
+            for (currency, zone, window) in [
+                ("EUR", nil, 0), ("USD", "+05:30", 0), ("GBP", "-08:00", 0), ("EUR", "+03:07", 0), ("EUR", nil, 1),
+                ("USD", "+03:07", 1), ("GBP", "+05:45", 1),
+            ] as [(String, String?, Int)] {
+                let (from, to) = windows[window]
+                let previousFrom = from.adding(milliseconds: -(to.millisecondsSinceEpoch - from.millisecondsSinceEpoch))
+                let q = SubscriptionStats.Query(from: from, to: to, environment: .production, currency: currency, timeZone: zone)
                 let folded = try SubscriptionStats.dailyCounts(q, previousFrom: previousFrom, zone: zone, on: db)
                 let reference = try Self.referenceDailyCounts(q, previousFrom: previousFrom, zone: zone, on: db)
                 // Days whose events count for nothing (an uncancellation, a pulled state) are
                 // no line of the report's either way.
                 #expect(
                     folded.filter(Self.countsSomething).map(Self.line) == reference.filter(Self.countsSomething).map(Self.line),
-                    "seed \(seed), \(currency), zone \(zone ?? "UTC")")
+                    "seed \(seed), \(currency), zone \(zone ?? "UTC"), window \(window)")
                 #expect(!reference.isEmpty)
             }
+            // The buckets are the sums of the rows, whatever the order the refreshes saw.
+            #expect(try Self.bucketSums(from: "billing_counted_buckets b", on: db) == Self.bucketSums(from: nil, on: db))
         }
     }
 
@@ -112,6 +123,28 @@ import Testing
             #expect(result.subscriptions == (keptPeriods == 16 ? 1 : 4), "\(result)")
             #expect(result.foldedOn == 5 - result.subscriptions)
         }
+    }
+
+    /// Every non-zero bucket of `billing_counted_buckets` (`from` given) or summed from the
+    /// classified rows (nil), one line each.
+    static func bucketSums(from table: String?, on db: DatabaseConnection) throws -> [String] {
+        let columns = SubscriptionStats.eventSums.map(\.column)
+        let query: SQLQuery =
+            if let table {
+                "SELECT b.environment, b.bucket_at, b.money_currency, b.money_day, \(unsafeRaw: columns.map { "b.\($0)" }.joined(separator: ", ")) FROM \(unsafeRaw: table)"
+            } else {
+                """
+                SELECT k.environment, \(unsafeRaw: SubscriptionStates.bucketOf) AS bucket_at, \(unsafeRaw: SubscriptionStats.moneyGroup),
+                  \(unsafeRaw: SubscriptionStats.sums(SubscriptionStats.eventSums))
+                FROM billing_counted_events k GROUP BY k.environment, bucket_at, money_currency, money_day
+                """
+            }
+        return try db.query(query).compactMap { row in
+            let values = try columns.map { try row.saturatedInt64($0) }
+            guard values.contains(where: { $0 != 0 }) else { return nil }
+            return try "\(row.string("environment")) \(row.timestamp("bucket_at").iso8601) \(row.string("money_currency")) "
+                + "\(row.timestamp("money_day").iso8601) " + values.map(String.init).joined(separator: " ")
+        }.sorted()
     }
 
     static func countsSomething(_ d: SubscriptionStats.DayCounts) -> Bool {

@@ -189,11 +189,15 @@ extension SubscriptionStates {
         var rows: [(String, State)] = []
         var counted: [(String, Counted)] = []
         var stored: [(String, Fold)] = []
-        if let from = onward.map(\.last.at).min() {
+        // The rows of the subscriptions folded on, from the earliest latest event of theirs:
+        // their buckets' sums are taken out before the new rows are added, and put back after.
+        var foldedOn: [String] = []
+        let onwardFrom = onward.map(\.last.at).min().map(Timestamp.init(millisecondsSinceEpoch:))
+        if let from = onwardFrom {
             // Folded on: the events after the latest one each folded (one statement for the
             // chunk, from the earliest of them); the latest one's open state is bounded by the
             // first of them.
-            let events = try self.counted(of: onward.map(\.id), environment: env, from: Timestamp(millisecondsSinceEpoch: from), on: db)
+            let events = try self.counted(of: onward.map(\.id), environment: env, from: from, on: db)
             for (id, before, last) in onward {
                 let after = (events[Array(id.utf8)] ?? []).filter { (last.at, last.id) < ($0.at, $0.id) }
                 guard before.counts.canClassify(after) else {
@@ -203,6 +207,7 @@ extension SubscriptionStates {
                 }
                 result.foldedOn += 1
                 guard !after.isEmpty else { continue }
+                foldedOn.append(id)
                 var fold = before
                 if let open = before.open {
                     try db.execute(
@@ -231,6 +236,7 @@ extension SubscriptionStates {
             let events = try self.counted(of: whole, environment: env, from: nil, on: db)
             try db.execute(
                 "DELETE FROM billing_subscription_states WHERE environment = \(env) AND subscription_id IN (\(list: wholeList))")
+            try addToBuckets(-1, subscriptions: whole, environment: env, from: nil, on: db)
             try db.execute("DELETE FROM billing_counted_events WHERE environment = \(env) AND subscription_id IN (\(list: wholeList))")
             for id in whole {
                 let key = Array(id.utf8)
@@ -244,7 +250,10 @@ extension SubscriptionStates {
         }
         for i in stored.indices { stored[i].1.counts.forgetOldPeriods(keeping: keptPeriods) }
         try inChunks(rows) { try insert($0, environment: env, on: db) }
+        try addToBuckets(-1, subscriptions: foldedOn, environment: env, from: onwardFrom, on: db)
         try inChunks(counted) { try insert($0, environment: env, on: db) }
+        try addToBuckets(1, subscriptions: whole, environment: env, from: nil, on: db)
+        try addToBuckets(1, subscriptions: foldedOn, environment: env, from: onwardFrom, on: db)
         try inChunks(stored) { try store($0, environment: env, on: db) }
         result.states += rows.count
     }

@@ -51,6 +51,22 @@ extension SubscriptionStats {
             refunded = CurrencyAmounts()
         }
 
+        /// Adds a group's sums (`eventSums`, grouped by `moneyGroup`).
+        mutating func add(_ row: SQLRow) throws(DatabaseError) {
+            new += try row.int64("new_count")
+            trials += try row.int64("trials")
+            familyShared += try row.int64("family_shared")
+            converted += try row.int64("converted")
+            renewals += try row.int64("renewals")
+            oneTimePurchases += try row.int64("one_time")
+            billingIssues += try row.int64("billing_issues")
+            cancellations += try row.int64("cancellations")
+            lost += try row.int64("lost")
+            refunds += try row.int64("refunds")
+            revocations += try row.int64("revocations")
+            try addMoney(row)
+        }
+
         /// Adds a group's sales and amounts (`moneyGroup`, `moneySums`) in their own currency
         /// and purchase day, converted later (`convert`).
         mutating func addMoney(_ row: SQLRow) throws(DatabaseError) {
@@ -117,10 +133,14 @@ extension SubscriptionStats {
         return "DATE(CONVERT_TZ(\(expression), '+00:00', \(zone)))"
     }
 
-    /// The counts of both periods by (period, local day): one range of `billing_counted_events`
-    /// (sql/026; the refresh classified each event when it folded its subscription) summed by
-    /// MariaDB per period, local day, currency and purchase day. The definitions are those of
-    /// docs/stats.md, per event:
+    /// The counts of both periods by (period, local day), from the events the refresh
+    /// classified (sql/026): the 15-minute buckets that lie wholly in one period and one local
+    /// day (`billing_counted_buckets`, their sums kept by the refresh), the classified rows of
+    /// the other buckets (at the periods' edges, or across a local midnight in a zone whose
+    /// offset is not a multiple of 15 minutes), both summed by MariaDB per period, local day,
+    /// currency and purchase day; then, for the rule that depends on the window, the events of
+    /// a class whose previous one of that class lies in the same period are taken back out.
+    /// The definitions are those of docs/stats.md, per event:
     /// - new: a purchase that is its subscription's first counted event ever (trials: of
     ///   those, the trial ones; familyShared: a family-shared purchase or one-time purchase);
     /// - converted: the first report of a paid period (purchase/renewal, not a trial) whose
@@ -134,45 +154,78 @@ extension SubscriptionStats {
     /// `StatsCountsRuleTests` checks them against the same definitions written as MariaDB
     /// window functions over the inbox.
     static func dailyCounts(_ q: Query, previousFrom: Timestamp, zone: String?, on db: DatabaseConnection) throws -> [DayCounts] {
-        // The start of the event's period: its class's previous event counts when not before it.
-        let windowStart: SQLQuery = "IF(k.intrinsic_at >= \(q.from), CAST(\(q.from) AS DATETIME(3)), CAST(\(previousFrom) AS DATETIME(3)))"
-        func first(_ previous: String) -> SQLQuery { "(k.\(unsafeRaw: previous) IS NULL OR k.\(unsafeRaw: previous) < \(windowStart))" }
+        let env = q.environment.rawValue
+        let size = SubscriptionStates.bucketMilliseconds
+        let (first, to) = (previousFrom.millisecondsSinceEpoch, q.to.millisecondsSinceEpoch)
+        func at(_ ms: Int64) -> Timestamp { Timestamp(millisecondsSinceEpoch: ms) }
+        func floored(_ ms: Int64) -> Int64 { ms - ((ms % size) + size) % size }
+        // Buckets cut by a period's edge are read row by row.
+        var edges = Set([first, q.from.millisecondsSinceEpoch, to].filter { $0 % size != 0 }.map(floored))
+        let lastWhole = at(to - size)
+        let whole: SQLQuery = """
+            b.environment = \(env) AND b.bucket_at >= \(previousFrom) AND b.bucket_at <= \(lastWhole)
+            """
+        var sameDay: SQLQuery = ""
+        if zone != nil {
+            // A bucket across a local midnight belongs to two days: read row by row too.
+            let end: SQLQuery = "TIMESTAMPADD(MICROSECOND, \(size * 1000 - 1000), b.bucket_at)"
+            let split: SQLQuery = "\(localDay("b.bucket_at", zone: zone)) <> \(localDay(end, zone: zone))"
+            for row in try db.query("SELECT DISTINCT b.bucket_at FROM billing_counted_buckets b WHERE \(whole) AND \(split)") {
+                edges.insert(try row.timestamp("bucket_at").millisecondsSinceEpoch)
+            }
+            sameDay = "AND NOT (\(split))"
+        }
         var days: [DayKey: Counts] = [:]
+        let read = { (row: SQLRow) throws(DatabaseError) in
+            let key = DayKey(current: try row.bool("cur"), day: try row.timestamp("day").millisecondsSinceEpoch)
+            try days[key, default: Counts()].add(row)
+        }
+        let notEdges = padded(edges.sorted().map { SQLValue.timestamp(at($0)) })
+        try db.forEachRow(
+            """
+            SELECT b.bucket_at >= \(q.from) AS cur, \(localDay("b.bucket_at", zone: zone)) AS day, b.money_currency, b.money_day,
+              \(unsafeRaw: eventSums.map { "SUM(b.\($0.column)) AS \($0.column)" }.joined(separator: ", "))
+            FROM billing_counted_buckets b
+            WHERE \(whole) \(sameDay) \(notEdges.isEmpty ? "" : "AND b.bucket_at NOT IN (\(list: notEdges))")
+            GROUP BY cur, day, b.money_currency, b.money_day
+            """, read)
+        let rows = "k.intrinsic_at >= \(previousFrom) AND k.intrinsic_at < \(q.to)" as SQLQuery
+        let edgeList = edges.sorted()
+        for start in stride(from: 0, to: edgeList.count, by: SubscriptionStates.chunk) {
+            var ranges: SQLQuery = ""
+            for (n, b) in edgeList[start..<min(start + SubscriptionStates.chunk, edgeList.count)].enumerated() {
+                ranges.append("\(unsafeRaw: n > 0 ? " OR " : "")(k.intrinsic_at >= \(at(b)) AND k.intrinsic_at < \(at(b + size)))")
+            }
+            try db.forEachRow(
+                """
+                SELECT k.intrinsic_at >= \(q.from) AS cur, \(localDay("k.intrinsic_at", zone: zone)) AS day, \(unsafeRaw: moneyGroup),
+                  \(unsafeRaw: sums(eventSums))
+                FROM billing_counted_events k
+                WHERE k.environment = \(env) AND \(rows) AND (\(ranges))
+                GROUP BY cur, day, money_currency, money_day
+                """, read)
+        }
+        // The window's rule: an event whose previous one of its class is in the same period
+        // (at or after the period's start) is not the first of its class there.
+        let windowStart: SQLQuery = "IF(k.intrinsic_at >= \(q.from), CAST(\(q.from) AS DATETIME(3)), CAST(\(previousFrom) AS DATETIME(3)))"
         try db.forEachRow(
             """
             SELECT k.intrinsic_at >= \(q.from) AS cur, \(localDay("k.intrinsic_at", zone: zone)) AS day,
-              \(unsafeRaw: moneyGroup),
-              SUM(k.first_ever AND k.kind = 'purchase') AS new_count,
-              SUM(k.first_ever AND k.kind = 'purchase' AND k.is_trial) AS trials,
-              SUM(k.first_ever AND k.family_shared AND k.kind IN ('purchase', 'non_renewing_purchase')) AS family_shared,
-              SUM(k.converted) AS converted,
-              SUM(k.kind = 'renewal' AND k.period_first) AS renewals,
-              SUM(k.kind = 'non_renewing_purchase' AND k.period_first) AS one_time,
-              SUM(k.kind = 'billing_issue' AND k.period_first) AS billing_issues,
-              SUM(k.kind = 'cancellation' AND \(first("previous_class_at"))) AS cancellations,
-              SUM(k.kind IN ('expiration', 'refund', 'revoke') AND \(first("previous_class_at"))) AS lost,
-              SUM(k.kind = 'refund' AND \(first("previous_kind_at"))) AS refunds,
-              SUM(k.kind = 'revoke' AND \(first("previous_kind_at"))) AS revocations,
-              \(unsafeRaw: moneySums)
-            FROM billing_counted_events k
-            WHERE k.environment = \(q.environment.rawValue) AND k.intrinsic_at >= \(previousFrom) AND k.intrinsic_at < \(q.to)
-            GROUP BY cur, day, money_currency, money_day
+              SUM(k.kind = 'cancellation' AND COALESCE(k.previous_class_at >= \(windowStart), 0)) AS cancellations,
+              SUM(k.kind IN ('expiration', 'refund', 'revoke') AND COALESCE(k.previous_class_at >= \(windowStart), 0)) AS lost,
+              SUM(k.kind = 'refund' AND COALESCE(k.previous_kind_at >= \(windowStart), 0)) AS refunds,
+              SUM(k.kind = 'revoke' AND COALESCE(k.previous_kind_at >= \(windowStart), 0)) AS revocations
+            FROM billing_counted_events k FORCE INDEX (billing_counted_events_previous)
+            WHERE k.environment = \(env) AND k.previous_class_at >= \(previousFrom) AND k.previous_class_at < \(q.to) AND \(rows)
+            GROUP BY cur, day
             """
         ) { (row: SQLRow) throws(DatabaseError) in
             let key = DayKey(current: try row.bool("cur"), day: try row.timestamp("day").millisecondsSinceEpoch)
-            var c = days[key] ?? Counts()
-            c.new += try row.int64("new_count")
-            c.trials += try row.int64("trials")
-            c.familyShared += try row.int64("family_shared")
-            c.converted += try row.int64("converted")
-            c.renewals += try row.int64("renewals")
-            c.oneTimePurchases += try row.int64("one_time")
-            c.billingIssues += try row.int64("billing_issues")
-            c.cancellations += try row.int64("cancellations")
-            c.lost += try row.int64("lost")
-            c.refunds += try row.int64("refunds")
-            c.revocations += try row.int64("revocations")
-            try c.addMoney(row)
+            var c = days[key, default: Counts()]
+            c.cancellations -= try row.int64("cancellations")
+            c.lost -= try row.int64("lost")
+            c.refunds -= try row.int64("refunds")
+            c.revocations -= try row.int64("revocations")
             days[key] = c
         }
         try convert(&days, to: q.currency, on: db)
@@ -183,23 +236,60 @@ extension SubscriptionStats {
         }
     }
 
+    /// A list padded to `SubscriptionStates.chunk` values (empty stays empty).
+    private static func padded(_ values: [SQLValue]) -> [SQLValue] {
+        values.isEmpty ? [] : SubscriptionStates.padded(values)
+    }
+
     /// The group of a row of counted events (alias k) by the money it carries: its currency
     /// (`XXX`: none named) and its purchase day, the day its amount converts at.
     static let moneyGroup = "COALESCE(k.currency, 'XXX') AS money_currency, DATE(k.period_at) AS money_day"
 
-    /// The money of a group of counted events (alias k): sales (a period start or one-time
-    /// purchase reported first, not a trial, not family-shared, priced), their amount, and the
-    /// refunded amount (a refund first of its period, not family-shared). The sums are DECIMAL
-    /// and may pass Int64's bounds (rows written before ingestion refused such prices): read
-    /// saturated, as `Money.add` adds.
-    static let moneySums = """
-        SUM(\(sale)) AS sales, SUM(IF(\(sale), k.price_milli, 0)) AS gross_milli,
-        SUM(IF(k.kind = 'refund' AND k.period_first AND NOT k.family_shared, ABS(CAST(COALESCE(k.price_milli, 0) AS DECIMAL(20, 0))), 0)) AS refunded_milli
-        """
+    /// What each classified event (alias k) adds to the counts, column by column: kept summed
+    /// per 15-minute bucket by the refresh (`billing_counted_buckets`), summed from the rows at
+    /// the edges. Cancellations, losses, refunds and revocations are every event of the class
+    /// here; the window's rule takes the repeats back out (`dailyCounts`). The money: sales (a
+    /// period start or one-time purchase reported first, not a trial, not family-shared,
+    /// priced), their amount, and the refunded amount (a refund first of its period, not
+    /// family-shared).
+    static let eventSums: [(column: String, expression: String)] =
+        [
+            ("new_count", "k.first_ever AND k.kind = 'purchase'"),
+            ("trials", "k.first_ever AND k.kind = 'purchase' AND k.is_trial"),
+            ("family_shared", "k.first_ever AND k.family_shared AND k.kind IN ('purchase', 'non_renewing_purchase')"),
+            ("converted", "k.converted"),
+            ("renewals", "k.kind = 'renewal' AND k.period_first"),
+            ("one_time", "k.kind = 'non_renewing_purchase' AND k.period_first"),
+            ("billing_issues", "k.kind = 'billing_issue' AND k.period_first"),
+            ("cancellations", "k.kind = 'cancellation'"),
+            ("lost", "k.kind IN ('expiration', 'refund', 'revoke')"),
+            ("refunds", "k.kind = 'refund'"),
+            ("revocations", "k.kind = 'revoke'"),
+        ] + moneyColumns
+
+    /// The money columns of `eventSums` (the cohorts' revenue reads only these).
+    static let moneyColumns: [(column: String, expression: String)] = [
+        ("sales", sale),
+        ("gross_milli", "IF(\(sale), k.price_milli, 0)"),
+        (
+            "refunded_milli",
+            "IF(k.kind = 'refund' AND k.period_first AND NOT k.family_shared, ABS(CAST(COALESCE(k.price_milli, 0) AS DECIMAL(20, 0))), 0)"
+        ),
+    ]
     private static let sale = """
         (k.period_first AND NOT k.family_shared AND COALESCE(k.price_milli, 0) > 0 \
         AND (k.kind = 'non_renewing_purchase' OR (k.kind IN ('purchase', 'renewal') AND NOT k.is_trial)))
         """
+
+    /// `SUM(expression) AS column, …` of `columns`.
+    static func sums(_ columns: [(column: String, expression: String)]) -> String {
+        columns.map { "SUM(\($0.expression)) AS \($0.column)" }.joined(separator: ", ")
+    }
+
+    /// The money of a group of counted events (`moneyColumns`; the DECIMAL sums may pass Int64's
+    /// bounds, for rows written before ingestion refused such prices: read saturated, as
+    /// `Money.add` adds).
+    static let moneySums = sums(moneyColumns)
 
     /// Every day's (or cohort's) amounts into `currency`, with the rates of the currencies
     /// and purchase days they name (loaded once for all of them).
