@@ -6,6 +6,10 @@ extension SubscriptionStates {
 
     /// Subscriptions derived again per transaction, at most.
     static let batchSize = 2_048
+    /// A transaction takes no further chunk once it has worked this long: it holds the lock
+    /// row every statistic's refresh waits for (`database.lockWaitTimeoutSeconds`, 5 s by
+    /// default), and a batch of long subscriptions derived whole can take a minute.
+    static let batchMilliseconds = 1_000
     /// Subscriptions read, deleted and written per statement (lists are padded to this
     /// length, so each statement has one text and stays prepared).
     static let chunk = 64
@@ -28,6 +32,8 @@ extension SubscriptionStates {
     struct Noted {
         var whole = false
         var earliest: (at: Int64, id: UInt64)?
+        /// The notes (`billing_subscription_changes.id`), removed once the subscription is derived.
+        var notes: [UInt64] = []
 
         mutating func add(at: Int64?, id: UInt64?) {
             guard let at, let id else {
@@ -67,7 +73,6 @@ extension SubscriptionStates {
                 {
                     batchSubscriptions[try row.string("environment"), default: []].insert(Array(try row.string("subscription_id").utf8))
                 }
-                var ids: [UInt64] = []
                 // Ids compare byte for byte, as in SQL (a String compares canonical equivalents equal).
                 var noted: [String: [[UInt8]: Noted]] = [:]
                 for (env, subscriptions) in batchSubscriptions {
@@ -80,22 +85,29 @@ extension SubscriptionStates {
                             WHERE environment = \(env) AND subscription_id IN (\(list: list))
                             """)
                         {
-                            ids.append(try row.uint64("id"))
-                            noted[env, default: [:]][Array(try row.string("subscription_id").utf8), default: Noted()].add(
+                            let key = Array(try row.string("subscription_id").utf8)
+                            noted[env, default: [:]][key, default: Noted()].notes.append(try row.uint64("id"))
+                            noted[env, default: [:]][key]!.add(
                                 at: try row.optionalTimestamp("event_at")?.millisecondsSinceEpoch,
                                 id: try row.optionalInt64("event_id").map { UInt64($0) })
                         }
                     }
                 }
-                guard !ids.isEmpty else { return nil }
+                guard !noted.isEmpty else { return nil }
                 var batch = RefreshResult()
-                for (env, subscriptions) in noted.sorted(by: { $0.key < $1.key }) {
+                var ids: [UInt64] = []
+                // Chunks until the time is up (at least one): the notes of the subscriptions
+                // not derived stay for the next transaction.
+                let began = ContinuousClock.now
+                chunks: for (env, subscriptions) in noted.sorted(by: { $0.key < $1.key }) {
                     let sorted = subscriptions.keys.sorted { $0.lexicographicallyPrecedes($1) }
                     for start in stride(from: 0, to: sorted.count, by: chunk) {
+                        if !ids.isEmpty && ContinuousClock.now - began > .milliseconds(batchMilliseconds) { break chunks }
                         let part = sorted[start..<min(start + chunk, sorted.count)].map {
                             (id: String(decoding: $0, as: UTF8.self), noted: subscriptions[$0]!)
                         }
                         try derive(part, environment: env, keptPeriods: keptPeriods, into: &batch, on: db)
+                        ids += part.flatMap(\.noted.notes)
                     }
                 }
                 for start in stride(from: 0, to: ids.count, by: chunk) {
