@@ -180,7 +180,7 @@ extension SubscriptionStats {
             let key = DayKey(current: try row.bool("cur"), day: try row.timestamp("day").millisecondsSinceEpoch)
             try days[key, default: Counts()].add(row)
         }
-        let notEdges = padded(edges.sorted().map { SQLValue.timestamp(at($0)) })
+        let notEdges = SubscriptionStates.padded(edges.sorted().map { SQLValue.timestamp(at($0)) })
         try db.forEachRow(
             """
             SELECT b.bucket_at >= \(q.from) AS cur, \(localDay("b.bucket_at", zone: zone)) AS day, b.money_currency, b.money_day,
@@ -234,11 +234,6 @@ extension SubscriptionStats {
                 current: $0.key.current, day: formatDay(Timestamp(millisecondsSinceEpoch: $0.key.day).civil),
                 counts: $0.value)
         }
-    }
-
-    /// A list padded to `SubscriptionStates.chunk` values (empty stays empty).
-    private static func padded(_ values: [SQLValue]) -> [SQLValue] {
-        values.isEmpty ? [] : SubscriptionStates.padded(values)
     }
 
     /// The group of a row of counted events (alias k) by the money it carries: its currency

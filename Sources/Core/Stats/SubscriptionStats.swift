@@ -159,14 +159,13 @@ enum SubscriptionStats {
         + (["test", "transfer"] + EventKind.allCases.filter(\.isInformational).map(\.rawValue))
         .map { "'\($0)'" }.joined(separator: ", ") + ")"
 
-    /// The index hint of every per-subscription lookup of the latest event before an instant
-    /// (`WHERE p.environment = … AND p.subscription_id = s.subscription_id AND p.intrinsic_at <
-    /// … ORDER BY p.intrinsic_at DESC, p.id DESC LIMIT 1`): the covering index on (environment,
-    /// subscription_id, intrinsic_at, id, …) answers it with a few rows read backwards. With
-    /// persistent statistics (after an `ANALYZE TABLE`) MariaDB 10.11 chose instead a range
-    /// over the environment alone for the ORDER BY, every production event read for every
-    /// subscription: a year's report of a 200k-event inbox was stopped at its 10 s limit
-    /// (scripts/bench --scale, docs/performance.md).
+    /// The index hint of the refresh's read of noted subscriptions' counted events
+    /// (`SubscriptionStates.counted(of:from:)`: `WHERE e.environment = … AND e.subscription_id IN
+    /// (…) … ORDER BY e.subscription_id, e.intrinsic_at, e.id`): the covering index on
+    /// (environment, subscription_id, intrinsic_at, id, …) reads each subscription's events in
+    /// order. With persistent statistics (after an `ANALYZE TABLE`) MariaDB 10.11 chose a range
+    /// over the environment alone for such lookups instead, every production event read for
+    /// every subscription (scripts/bench --scale, docs/performance.md).
     static let perSubscriptionIndex = "FORCE INDEX (billing_events_stats_subscription)"
 
     /// The kind as the counts read it (docs/stats.md, "Google Play"): a Google Play state is
