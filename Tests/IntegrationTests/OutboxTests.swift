@@ -209,11 +209,7 @@ import Testing
             let db = DatabaseConnection(configuration: configuration)
             try migrateTestDatabase(db)
             let now = Self.base
-            let user = UUID().uuidString.lowercased()
-            try UserDirectory.ensureKnown(user, source: .token, createdAt: now, now: now, on: db)
-            for at in [now.adding(seconds: -(LiveChannel.keepsSeconds + 60)), now, now] {
-                try db.transaction { db in try GrantStore.bumpRevision(userId: user, now: at, on: db) }
-            }
+            let user = try Self.userChanged(at: [now.adding(seconds: -(LiveChannel.keepsSeconds + 60)), now, now], on: db)
             let publisher = LivePublisher(
                 socket: LivePublisherSocket(path: "/nonexistent/fcgibilling-test/nchan.sock"), clock: FixedClock(now),
                 logger: Logger(sink: try LogSink(path: nil, minimumLevel: .critical)),
@@ -226,5 +222,38 @@ import Testing
             #expect(marks.allSatisfy { $0.1 == nil })
             #expect(try LivePublisher.pending(limit: 10, on: db).count == 2)
         }
+    }
+
+    /// The publisher marks a batch in one statement: each row under its own message id (nil:
+    /// passed over), whatever the batch's size (padded to a power of two with its last row),
+    /// and no row outside it.
+    @Test(arguments: [1, 3, 4, 5])
+    func aPublishedBatchIsMarkedRowByRow(size: Int) throws {
+        try withTestDatabase { configuration, _ in
+            let db = DatabaseConnection(configuration: configuration)
+            try migrateTestDatabase(db)
+            let now = Self.base
+            let user = try Self.userChanged(at: Array(repeating: now, count: size + 1), on: db)
+            let ids = try db.query("SELECT id FROM billing_outbox WHERE user_id = \(user) ORDER BY id").map { try $0.uint64("id") }
+            #expect(ids.count == size + 1)
+            let batch = ids.prefix(size).enumerated().map { offset, id in (id, offset % 2 == 1 ? nil : "\(1_796_307_148 + offset):0") }
+            try LivePublisher.markPublished(Array(batch), now: now, on: db)
+            let marks = try db.query(
+                "SELECT id, published_at IS NOT NULL AS marked, live_message_id FROM billing_outbox WHERE user_id = \(user) ORDER BY id"
+            ).map { (try $0.uint64("id"), try $0.bool("marked"), try $0.optionalString("live_message_id")) }
+            #expect(marks.map(\.0) == ids)
+            #expect(marks.map(\.1) == Array(repeating: true, count: size) + [false], "the batch marked, the row after it queued")
+            #expect(marks.map(\.2) == batch.map(\.1) + [nil])
+        }
+    }
+
+    /// A new user whose access changed once at each of `instants` (an `access.changed` row each).
+    private static func userChanged(at instants: [Timestamp], on db: DatabaseConnection) throws -> String {
+        let user = UUID().uuidString.lowercased()
+        try UserDirectory.ensureKnown(user, source: .token, createdAt: base, now: base, on: db)
+        for at in instants {
+            try db.transaction { db in try GrantStore.bumpRevision(userId: user, now: at, on: db) }
+        }
+        return user
     }
 }

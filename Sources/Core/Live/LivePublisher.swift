@@ -102,14 +102,24 @@ struct LivePublisher: Sendable {
         }
     }
 
-    /// Notes the rows as published (under their message ids; nil: passed over), in one
-    /// transaction.
+    /// Notes the rows as published (under their message ids; nil: passed over) in one
+    /// statement, where it was one a row. The list is padded with its last row to a power of
+    /// two (a repeated `WHEN` and `IN` value mean the same), so a batch of at most `batch`
+    /// rows is one of eight statement texts for the connection's prepared-statement cache.
     static func markPublished(_ rows: [(UInt64, String?)], now: Timestamp, on db: DatabaseConnection) throws {
-        guard !rows.isEmpty else { return }
-        try db.transaction(retries: 3) { db in
-            for (id, messageId) in rows {
-                try db.execute("UPDATE billing_outbox SET published_at = \(now), live_message_id = \(messageId) WHERE id = \(id)")
-            }
+        guard let last = rows.last else { return }
+        var size = 1
+        while size < rows.count { size *= 2 }
+        let rows = rows + Array(repeating: last, count: size - rows.count)
+        var messageIds: SQLQuery = "CASE id"
+        for (id, messageId) in rows { messageIds.append(" WHEN \(id) THEN \(messageId)") }
+        messageIds.append(" END")
+        _ = try db.transaction(retries: 3) { db in
+            try db.execute(
+                """
+                UPDATE billing_outbox SET published_at = \(now), live_message_id = \(messageIds)
+                WHERE id IN (\(list: rows.map { SQLValue.uint($0.0) }))
+                """)
         }
     }
 }
