@@ -88,6 +88,31 @@ import Testing
                 try StatsFixture.insert(end, id: "m-\(n)", on: db)
             }
         }
+        // Yearly periods bought on a few days before the window and running past it: the same
+        // state at both instants, several alike (one product, price, currency and purchase
+        // day), some cancelled or refunded within the window.
+        for y in 0..<(4 + random.next(6)) {
+            let at = first.adding(milliseconds: Int64(random.next(3)) * day + Int64(y) * 3_600_000)
+            var row = StatsFixture.Row(kind: "purchase", sub: "Y\(y)", at: at.iso8601)
+            row.price = [49_990, 99_990][random.next(2)]
+            row.currency = ["EUR", "USD"][random.next(2)]
+            row.purchased = at.iso8601
+            row.expires = at.adding(milliseconds: 365 * day).iso8601
+            row.user = "YU\(y)"
+            n += 1
+            try StatsFixture.insert(row, id: "m-\(n)", on: db)
+            if random.next(4) == 0 {
+                let endAt = Timestamp(iso8601: "2026-03-10T00:00:00Z")!.adding(milliseconds: Int64(random.next(86_400)) * 1000)
+                var end = StatsFixture.Row(kind: ["expiration", "refund"][random.next(2)], sub: "Y\(y)", at: endAt.iso8601)
+                end.purchased = at.iso8601
+                end.expires = endAt.iso8601
+                end.price = -(row.price ?? 0)
+                end.currency = row.currency
+                end.user = row.user
+                n += 1
+                try StatsFixture.insert(end, id: "m-\(n)", on: db)
+            }
+        }
     }
 
     /// The movement, the slow and plain way.
