@@ -43,7 +43,11 @@ final class MariaDBHandle {
         let initCommand =
             "SET SESSION time_zone = '+00:00', "
             + "SESSION sql_mode = 'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ZERO_DATE,NO_ZERO_IN_DATE,NO_ENGINE_SUBSTITUTION', "
-            + "SESSION innodb_lock_wait_timeout = \(lockWait), SESSION max_statement_time = \(statementLimit)"
+            + "SESSION innodb_lock_wait_timeout = \(lockWait), SESSION max_statement_time = \(statementLimit), "
+            // A sort carries the columns it returns instead of reading each row again by its
+            // key after sorting (the server's 1 KiB default counts a VARCHAR's full width):
+            // the statistics' groupings by subscription and by user (docs/performance.md).
+            + "SESSION max_length_for_sort_data = 8192"
         mysql_options(mysql, MYSQL_OPT_CONNECT_TIMEOUT, &connectTimeout)
         mysql_options(mysql, MYSQL_OPT_READ_TIMEOUT, &readTimeout)
         mysql_options(mysql, MYSQL_OPT_WRITE_TIMEOUT, &writeTimeout)

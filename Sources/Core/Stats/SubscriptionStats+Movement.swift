@@ -89,8 +89,11 @@ extension SubscriptionStats {
         var sums = (new: Int128(0), expansion: Int128(0), contraction: Int128(0), churned: Int128(0), reactivation: Int128(0))
         var m = Movement()
         try db.forEachRow(
+            // SQL_BIG_RESULT: grouped by sorting (one pass over both sets), not through a
+            // temporary table keyed by subscription, which spills to disk and was 3-5x
+            // slower (docs/performance.md, "At 10M events").
             """
-            SELECT m.subscription_id,
+            SELECT SQL_BIG_RESULT m.subscription_id,
               MAX(CASE WHEN m.side = 0 THEN 1 ELSE 0 END) AS at_start, MAX(CASE WHEN m.side = 1 THEN 1 ELSE 0 END) AS at_end,
               MAX(CASE WHEN m.side = 0 THEN m.product_id END) AS product0, MAX(CASE WHEN m.side = 1 THEN m.product_id END) AS product1,
               MAX(CASE WHEN m.side = 0 THEN m.currency END) AS currency0, MAX(CASE WHEN m.side = 1 THEN m.currency END) AS currency1,

@@ -129,6 +129,8 @@ extension SubscriptionStats {
     /// The paying subscriptions active at `t` whose owner is a known user, as users: how
     /// many, and how many of them were not seen in [from, to) (`billing_user_days`). Paying
     /// % counts them among the users active in the period, the paying counted as active.
+    /// The users are told apart by sorting (SQL_BIG_RESULT), not through a temporary table
+    /// keyed by user, which spills to disk at scale (4x slower, docs/performance.md).
     static func payingUsers(
         at t: Timestamp, environment env: String, from: Timestamp, to: Timestamp, on db: DatabaseConnection
     ) throws -> (users: Int64, unseen: Int64) {
@@ -137,9 +139,9 @@ extension SubscriptionStats {
             SELECT COUNT(*) AS users,
               SUM(NOT EXISTS (SELECT 1 FROM billing_user_days d WHERE d.user_id = u.user_id
                                 AND d.day >= DATE(\(from)) AND d.day <= DATE(\(to.adding(milliseconds: -1))))) AS unseen
-            FROM (SELECT DISTINCT s.user_id \(SubscriptionStates.active(at: t, environment: env))
+            FROM (SELECT SQL_BIG_RESULT s.user_id \(SubscriptionStates.active(at: t, environment: env))
                     AND s.is_trial = 0 AND s.family_shared = 0 AND s.user_id IS NOT NULL
-                  LIMIT 18446744073709551615) u
+                  GROUP BY s.user_id LIMIT 18446744073709551615) u
             """)
         return (try row?.int64("users") ?? 0, try row?.optionalInt64("unseen") ?? 0)
     }
