@@ -204,6 +204,9 @@ extension SubscriptionStates {
         // The rows of the subscriptions folded on, from the earliest latest event of theirs:
         // their buckets' sums are taken out before the new rows are added, and put back after.
         var foldedOn: [String] = []
+        // Of those, the ones whose first paid period is among the new rows: they join a cohort
+        // now, with their earlier rows (which no cohort's sums held).
+        var joinedCohort: Set<String> = []
         let onwardFrom = onward.map(\.last.at).min().map(Timestamp.init(millisecondsSinceEpoch:))
         if let from = onwardFrom {
             // Folded on: the events after the latest one each folded (one statement for the
@@ -230,6 +233,7 @@ extension SubscriptionStates {
                         """)
                 }
                 let folded = fold.fold(after)
+                if before.counts.paidAt == nil && fold.counts.paidAt != nil { joinedCohort.insert(id) }
                 if before.firstPaid != fold.firstPaid || before.counts.paidAt != fold.counts.paidAt {
                     let ts = { (ms: Int64?) in ms.map(Timestamp.init(millisecondsSinceEpoch:)) }
                     try db.execute(
@@ -249,6 +253,7 @@ extension SubscriptionStates {
             try db.execute(
                 "DELETE FROM billing_subscription_states WHERE environment = \(env) AND subscription_id IN (\(list: wholeList))")
             try addToBuckets(-1, subscriptions: whole, environment: env, from: nil, on: db)
+            try addToCohortSums(-1, subscriptions: whole, environment: env, from: nil, on: db)
             try db.execute("DELETE FROM billing_counted_events WHERE environment = \(env) AND subscription_id IN (\(list: wholeList))")
             for id in whole {
                 let key = Array(id.utf8)
@@ -262,10 +267,14 @@ extension SubscriptionStates {
         }
         for i in stored.indices { stored[i].1.counts.forgetOldPeriods(keeping: keptPeriods) }
         try inChunks(rows) { try insert($0, environment: env, on: db) }
+        let stayed = foldedOn.filter { !joinedCohort.contains($0) }
         try addToBuckets(-1, subscriptions: foldedOn, environment: env, from: onwardFrom, on: db)
+        try addToCohortSums(-1, subscriptions: stayed, environment: env, from: onwardFrom, on: db)
         try inChunks(counted) { try insert($0, environment: env, on: db) }
         try addToBuckets(1, subscriptions: whole, environment: env, from: nil, on: db)
         try addToBuckets(1, subscriptions: foldedOn, environment: env, from: onwardFrom, on: db)
+        try addToCohortSums(1, subscriptions: whole + joinedCohort.sorted(), environment: env, from: nil, on: db)
+        try addToCohortSums(1, subscriptions: stayed, environment: env, from: onwardFrom, on: db)
         try inChunks(stored) { try store($0, environment: env, on: db) }
         result.states += rows.count
     }

@@ -59,8 +59,27 @@ extension SubscriptionStats {
         var cohorts: [Month: Cohort] = [:]
         for m in first.index...last.index { cohorts[Month(index: m)] = Cohort() }
 
-        for row in try db.query("SELECT c.cohort, COUNT(*) AS n FROM (\(members)) c GROUP BY c.cohort") {
-            cohorts[Month(try row.timestamp("cohort")), default: Cohort()].subscribers = try row.int64("n")
+        // The subscribers and the realized revenue (the sales and refunds of the cohorts'
+        // subscriptions before `to`, classified as the counts classify them).
+        var revenue: [Month: Counts] = [:]
+        if Month(q.from).start == q.from {
+            try cohortSums(q, last: last, into: &cohorts, revenue: &revenue, on: db)
+        } else {
+            // From within a month: the members' events read one by one (billing_counted_events,
+            // sql/026); the sums hold whole months only.
+            for row in try db.query("SELECT c.cohort, COUNT(*) AS n FROM (\(members)) c GROUP BY c.cohort") {
+                cohorts[Month(try row.timestamp("cohort")), default: Cohort()].subscribers = try row.int64("n")
+            }
+            try db.forEachRow(
+                """
+                SELECT c.cohort, \(unsafeRaw: moneyGroup), \(unsafeRaw: moneySums)
+                FROM (\(members)) c JOIN billing_counted_events k ON k.environment = \(env) AND k.subscription_id = c.subscription_id
+                WHERE k.intrinsic_at < \(q.to)
+                GROUP BY c.cohort, money_currency, money_day
+                """
+            ) { (row: SQLRow) throws(DatabaseError) in
+                try revenue[Month(try row.timestamp("cohort")), default: Counts()].addMoney(row)
+            }
         }
         // Every month boundary after the first cohort's month, up to asOf: its paying set,
         // the snapshot's (active, not trial, not family-shared, a price), per cohort.
@@ -89,19 +108,6 @@ extension SubscriptionStats {
                 cohorts[cohort, default: Cohort()].paying[boundary.index - cohort.index] = try row.int64("n")
             }
         }
-        // Realized revenue: the sales and refunds of the cohorts' subscriptions before `to`,
-        // classified as the counts classify them (billing_counted_events, sql/026).
-        var revenue: [Month: Counts] = [:]
-        try db.forEachRow(
-            """
-            SELECT c.cohort, \(unsafeRaw: moneyGroup), \(unsafeRaw: moneySums)
-            FROM (\(members)) c JOIN billing_counted_events k ON k.environment = \(env) AND k.subscription_id = c.subscription_id
-            WHERE k.intrinsic_at < \(q.to)
-            GROUP BY c.cohort, money_currency, money_day
-            """
-        ) { (row: SQLRow) throws(DatabaseError) in
-            try revenue[Month(try row.timestamp("cohort")), default: Counts()].addMoney(row)
-        }
         try convert(&revenue, to: q.currency, on: db)
         for (month, counts) in revenue { cohorts[month, default: Cohort()].revenue = counts }
 
@@ -129,6 +135,60 @@ extension SubscriptionStats {
             "period": ["from": .string(q.from.iso8601), "to": .string(q.to.iso8601)], "asOf": .string(asOf.iso8601),
             "cohorts": .array(rows),
         ]
+    }
+
+    /// The cohorts' subscribers and revenue for a `from` that is a month's first instant, from
+    /// the sums the refresh keeps (`billing_cohort_sums`, sql/028): the whole UTC days before
+    /// `to`'s; the rows of `to`'s own day before `to`, of subscriptions first paid before `to`;
+    /// less the earlier rows of the subscriptions of `to`'s month first paid at or after `to`
+    /// (in its month's sums, not in the report). Memory: one total per cohort, currency and
+    /// purchase day.
+    static func cohortSums(
+        _ q: Query, last: Month, into cohorts: inout [Month: Cohort], revenue: inout [Month: Counts], on db: DatabaseConnection
+    ) throws {
+        let env = q.environment.rawValue
+        let toDay = Timestamp(millisecondsSinceEpoch: q.to.millisecondsSinceEpoch - q.to.millisecondsSinceEpoch % SubscriptionStates.day)
+        let read = { (row: SQLRow) throws(DatabaseError) in
+            let month = Month(try row.timestamp("cohort"))
+            cohorts[month, default: Cohort()].subscribers += try row.int64("members")
+            try revenue[month, default: Counts()].addMoney(row)
+        }
+        try db.forEachRow(
+            """
+            SELECT c.cohort_month AS cohort, c.money_currency, c.money_day, SUM(c.members) AS members,
+              \(unsafeRaw: moneyColumns.map { "SUM(c.\($0.column)) AS \($0.column)" }.joined(separator: ", "))
+            FROM billing_cohort_sums c
+            WHERE c.environment = \(env) AND c.cohort_month >= \(q.from) AND c.cohort_month <= \(last.start) AND c.day < \(toDay)
+            GROUP BY c.cohort_month, c.money_currency, c.money_day
+            """, read)
+        let rows = """
+            FROM billing_counted_events f
+            JOIN billing_counted_events k ON k.environment = f.environment AND k.subscription_id = f.subscription_id
+            """ as SQLQuery
+        let grouped = "GROUP BY cohort, money_currency, money_day" as SQLQuery
+        if toDay < q.to {
+            try db.forEachRow(
+                """
+                SELECT \(unsafeRaw: SubscriptionStates.cohortMonthOf) AS cohort, \(unsafeRaw: moneyGroup),
+                  \(unsafeRaw: SubscriptionStates.cohortRowSums(sign: 1))
+                \(rows)
+                WHERE f.environment = \(env) AND f.first_paid = 1 AND f.intrinsic_at >= \(q.from) AND f.intrinsic_at < \(q.to)
+                  AND k.intrinsic_at >= \(toDay) AND k.intrinsic_at < \(q.to)
+                \(grouped)
+                """, read)
+        }
+        let next = (last + 1).start
+        if q.to < next {
+            try db.forEachRow(
+                """
+                SELECT \(unsafeRaw: SubscriptionStates.cohortMonthOf) AS cohort, \(unsafeRaw: moneyGroup),
+                  \(unsafeRaw: SubscriptionStates.cohortRowSums(sign: -1))
+                \(rows)
+                WHERE f.environment = \(env) AND f.first_paid = 1 AND f.intrinsic_at >= \(q.to) AND f.intrinsic_at < \(next)
+                  AND k.intrinsic_at < \(toDay)
+                \(grouped)
+                """, read)
+        }
     }
 
     /// `subscription_id, cohort` (the first day of the UTC month of its first paid period) of
