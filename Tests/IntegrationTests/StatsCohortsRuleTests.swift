@@ -49,6 +49,7 @@ import Testing
             // The cohorts' sums are the sums of the rows, whatever the order the refreshes saw.
             try SubscriptionStates.refresh(on: db, now: Self.to)
             #expect(try Self.cohortSums(fromTable: true, on: db) == Self.cohortSums(fromTable: false, on: db))
+            #expect(try Self.cohortPaying(fromTable: true, on: db) == Self.cohortPaying(fromTable: false, on: db))
             let (from, to) = Self.periods[seed % Self.periods.count]
             let reference = try Self.reference(from: from, to: to, now: now, on: db)
             for currency in ["EUR", "USD"] {
@@ -106,12 +107,21 @@ import Testing
             }
             try add(
                 .init(
+                    kind: "promotional", sub: "A", price: 1_000, purchased: "2026-02-25T00:00:00Z", expires: "2026-04-03T00:00:00Z",
+                    at: "2026-02-25T00:00:00Z", status: "unmatched"))
+            try add(
+                .init(
                     kind: "non_renewing_purchase", sub: "A", price: 5_000, purchased: "2026-03-02T10:00:00Z", at: "2026-03-02T10:00:00Z",
                     status: "unmatched"))
             try add(.init(kind: "cancellation", sub: "A", at: "2026-03-03T10:00:00Z", status: "unmatched"))
             try purchase("A", 9_000, at: "2026-03-05T20:00:00Z", expires: "2026-04-05T20:00:00Z")
             try purchase("B", 7_000, at: "2026-03-05T18:45:00Z", expires: "2026-04-05T18:45:00Z")
             try purchase("C", 3_000, at: "2026-02-10T12:00:00Z", expires: "2026-03-10T12:00:00Z")
+            try add(
+                .init(
+                    kind: "renewal", sub: "C", price: 3_000, purchased: "2026-03-10T12:00:00Z", expires: "2026-04-10T12:00:00Z",
+                    at: "2026-03-10T12:00:00Z", status: "unmatched"))
+            try purchase("E", 50_000, at: "2026-02-20T00:00:00Z", expires: "2033-02-20T00:00:00Z")
             try purchase("D", 4_000, at: "2026-03-01T00:00:00Z", expires: "2026-04-01T00:00:00Z")
             try add(
                 .init(kind: "refund", sub: "D", price: -4_000, purchased: "2026-03-01T00:00:00Z", at: "2026-03-06T00:00:00Z", status: "unmatched"))
@@ -124,18 +134,30 @@ import Testing
                 let figures = rows.map { r in
                     [
                         r["month"]!.stringValue!, "\(r["subscribers"]!.int64Value!)", "\(r["grossMilli"]!.int64Value!)",
-                        "\(r["refundedMilli"]!.int64Value!)",
+                        "\(r["refundedMilli"]!.int64Value!)", Self.paying(r),
                     ]
                 }
                 #expect(
-                    figures == [["2026-01", "0", "0", "0"], ["2026-02", "1", "3000", "0"], ["2026-03", "2", "11000", "0"]], "from \(from.iso8601)")
+                    figures == [
+                        ["2026-01", "0", "0", "0", "0/0/0"], ["2026-02", "2", "53000", "0", "2/2"], ["2026-03", "2", "11000", "0", "2"],
+                    ], "from \(from.iso8601)")
             }
-            // The whole of March: A is a member with its earlier sale, D's refund counts.
+            // Whole months: A is a member with its earlier sale, D's refund counts; E's seven
+            // years are read from its state (longer than the counts hold).
             let q = SubscriptionStats.Query(from: Self.from, to: Self.to, environment: .production, currency: "EUR")
-            let march = try SubscriptionStats.cohorts(q, now: now, on: db)["cohorts"]!.arrayValue![2]
-            #expect(march["subscribers"] == 3)
-            #expect([march["grossMilli"], march["refundedMilli"]] == [25_000, 4_000])
+            let rows = try SubscriptionStats.cohorts(q, now: now, on: db)["cohorts"]!.arrayValue!
+            #expect(rows[1]["grossMilli"] == 56_000)
+            #expect(Self.paying(rows[1]) == "2/2/2/1/1")
+            #expect(rows[2]["subscribers"] == 3)
+            #expect([rows[2]["grossMilli"], rows[2]["refundedMilli"]] == [25_000, 4_000])
+            #expect(Self.paying(rows[2]) == "3/2/0/0")
+            #expect(try Self.cohortPaying(fromTable: true, on: db) == Self.cohortPaying(fromTable: false, on: db))
         }
+    }
+
+    /// A cohort's retention, its paying counts by index joined with "/".
+    static func paying(_ cohort: JSON) -> String {
+        cohort["retention"]!.arrayValue!.map { "\($0["paying"]!.int64Value!)" }.joined(separator: "/")
     }
 
     /// sql/028 sums the rows an inbox already has (classified by refreshes in any order before
@@ -149,14 +171,16 @@ import Testing
                 if random.next(3) == 0 { try SubscriptionStates.refresh(on: db, now: Self.to) }
             }
             try SubscriptionStates.refresh(on: db, now: Self.to)
-            try db.execute("DROP TABLE billing_cohort_sums")
-            try db.execute("DELETE FROM schema_migrations WHERE version = 28")
+            try db.execute("DROP TABLE billing_cohort_sums, billing_cohort_paying")
+            try db.execute("DELETE FROM schema_migrations WHERE version IN (28, 29)")
             try migrateTestDatabase(db)
             #expect(try !Self.cohortSums(fromTable: true, on: db).isEmpty)
             #expect(try Self.cohortSums(fromTable: true, on: db) == Self.cohortSums(fromTable: false, on: db))
+            #expect(try Self.cohortPaying(fromTable: true, on: db) == Self.cohortPaying(fromTable: false, on: db))
             try StatsMovementRuleTests.loadRandomSubscriptions(&random, count: 10, on: db)
             try SubscriptionStates.refresh(on: db, now: Self.to)
             #expect(try Self.cohortSums(fromTable: true, on: db) == Self.cohortSums(fromTable: false, on: db))
+            #expect(try Self.cohortPaying(fromTable: true, on: db) == Self.cohortPaying(fromTable: false, on: db))
         }
     }
 
@@ -229,6 +253,35 @@ import Testing
             return try "\(row.string("environment")) \(row.timestamp("cohort").iso8601) \(row.timestamp("day").iso8601) "
                 + "\(row.string("money_currency")) \(row.timestamp("money_day").iso8601) " + values.map(String.init).joined(separator: " ")
         }.sorted()
+    }
+
+    /// Every non-zero row of `billing_cohort_paying` (`fromTable`), or the paying states of
+    /// span_class 11 or less active at each first instant of a month from 2025-01 to 2027-12,
+    /// per cohort month (each boundary's states read on their own), one line each.
+    static func cohortPaying(fromTable: Bool, on db: DatabaseConnection) throws -> [String] {
+        func line(_ row: SQLRow) throws -> String {
+            try "\(row.string("environment")) \(row.timestamp("cohort_month").iso8601) \(row.timestamp("boundary").iso8601) \(row.int64("paying"))"
+        }
+        if fromTable {
+            return try db.query("SELECT environment, cohort_month, boundary, paying FROM billing_cohort_paying WHERE paying <> 0").map(line).sorted()
+        }
+        var lines: [String] = []
+        var boundary = SubscriptionStats.Month(Timestamp(iso8601: "2025-01-01T00:00:00Z")!)
+        while boundary.start < Timestamp(iso8601: "2028-01-01T00:00:00Z")! {
+            for env in ["production", "sandbox"] {
+                lines += try db.query(
+                    """
+                    SELECT s.environment, CAST(DATE_FORMAT(s.cohort_paid_at, '%Y-%m-01') AS DATE) AS cohort_month,
+                      DATE(\(boundary.start)) AS boundary, COUNT(*) AS paying
+                    \(SubscriptionStates.active(at: boundary.start, environment: env)) AND \(unsafeRaw: SubscriptionStates.paid)
+                      AND s.cohort_paid_at IS NOT NULL AND s.span_class <= 11
+                    GROUP BY s.environment, cohort_month
+                    """
+                ).map(line)
+            }
+            boundary = boundary + 1
+        }
+        return lines.sorted()
     }
 
     static func monthText(_ t: Timestamp) -> String {

@@ -40,3 +40,95 @@ extension SubscriptionStates {
             """)
     }
 }
+
+/// The cohorts' paying subscriptions at each month boundary (sql/029 `billing_cohort_paying`,
+/// docs/stats.md "Cohorts"): a paying state (`paid`) of a subscription with a cohort counts at
+/// every first instant of a UTC month it is active at, so that `stats.cohorts`' retention reads
+/// one row per cohort and boundary instead of the paying set of every boundary. The refresh
+/// counts the states it deletes out and those it writes in, in the same transaction. A state
+/// longer than 2^`longestPayingClass` days counts nowhere here: the report reads those few from
+/// the states themselves.
+extension SubscriptionStates {
+    static let longestPayingClass = 11
+
+    /// What a refresh changes in `billing_cohort_paying`, per cohort month and boundary (month
+    /// indexes, `SubscriptionStats.Month`).
+    struct PayingChanges {
+        var counts: [Pair: Int64] = [:]
+
+        struct Pair: Hashable {
+            var cohort: Int
+            var boundary: Int
+        }
+
+        /// Counts a state in (`sign` 1) or out (−1) at the boundaries it is active at, when it
+        /// pays, has a cohort and is not longer than the table holds.
+        mutating func add(
+            _ sign: Int64, cohortPaidAt: Int64?, validFrom: Int64, activeUntil: Int64, paid: Bool, spanClass: Int
+        ) {
+            guard paid, let cohortPaidAt, spanClass <= longestPayingClass else { return }
+            let cohort = SubscriptionStats.Month(Timestamp(millisecondsSinceEpoch: cohortPaidAt)).index
+            for boundary in SubscriptionStates.boundaries(validFrom: validFrom, activeUntil: activeUntil) {
+                counts[Pair(cohort: cohort, boundary: boundary.index), default: 0] += sign
+            }
+        }
+
+        mutating func add(_ sign: Int64, _ s: State, cohortPaidAt: Int64?) {
+            add(
+                sign, cohortPaidAt: cohortPaidAt, validFrom: s.validFrom, activeUntil: s.activeUntil,
+                paid: !s.isTrial && !s.familyShared && (s.priceMilli ?? 0) > 0, spanClass: s.spanClass)
+        }
+    }
+
+    /// The months whose first instant t has validFrom < t < activeUntil.
+    static func boundaries(validFrom: Int64, activeUntil: Int64) -> [SubscriptionStats.Month] {
+        var all: [SubscriptionStats.Month] = []
+        var b = SubscriptionStats.Month(Timestamp(millisecondsSinceEpoch: validFrom)) + 1
+        while b.start.millisecondsSinceEpoch < activeUntil {
+            all.append(b)
+            b = b + 1
+        }
+        return all
+    }
+
+    /// Counts out of `changes` the stored paying states of up to `chunk` subscriptions of one
+    /// environment (before they are deleted or their cohort is set), or in (`sign` 1, after).
+    static func countStoredPaying(
+        _ sign: Int64, subscriptions: [String], environment env: String, into changes: inout PayingChanges,
+        on db: DatabaseConnection
+    ) throws {
+        guard !subscriptions.isEmpty else { return }
+        try db.forEachRow(
+            """
+            SELECT s.cohort_paid_at, s.valid_from, s.active_until, s.span_class FROM billing_subscription_states s
+            WHERE s.environment = \(env) AND s.subscription_id IN (\(list: padded(subscriptions.map(SQLValue.string))))
+              AND \(unsafeRaw: paid) AND s.cohort_paid_at IS NOT NULL AND s.span_class <= \(Int64(longestPayingClass))
+            """
+        ) { (row: SQLRow) throws(DatabaseError) in
+            changes.add(
+                sign, cohortPaidAt: try row.timestamp("cohort_paid_at").millisecondsSinceEpoch,
+                validFrom: try row.timestamp("valid_from").millisecondsSinceEpoch,
+                activeUntil: try row.timestamp("active_until").millisecondsSinceEpoch, paid: true,
+                spanClass: Int(try row.int64("span_class")))
+        }
+    }
+
+    /// Adds `changes` to `billing_cohort_paying`.
+    static func apply(_ changes: PayingChanges, environment env: String, on db: DatabaseConnection) throws {
+        let all = changes.counts.filter { $0.value != 0 }.sorted { ($0.key.cohort, $0.key.boundary) < ($1.key.cohort, $1.key.boundary) }
+        try inChunks(all) { part in
+            var values: SQLQuery = ""
+            for (n, (pair, count)) in part.enumerated() {
+                if n > 0 { values.append(", ") }
+                let cohort = SubscriptionStats.Month(index: pair.cohort).start
+                let boundary = SubscriptionStats.Month(index: pair.boundary).start
+                values.append("(\(env), DATE(\(cohort)), DATE(\(boundary)), \(count))")
+            }
+            try db.execute(
+                """
+                INSERT INTO billing_cohort_paying (environment, cohort_month, boundary, paying) VALUES \(values)
+                ON DUPLICATE KEY UPDATE paying = paying + VALUES(paying)
+                """)
+        }
+    }
+}

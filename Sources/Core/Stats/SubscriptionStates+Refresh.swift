@@ -207,6 +207,8 @@ extension SubscriptionStates {
         // Of those, the ones whose first paid period is among the new rows: they join a cohort
         // now, with their earlier rows (which no cohort's sums held).
         var joinedCohort: Set<String> = []
+        // The paying states counted out (deleted, or given a cohort) and in (written).
+        var paying = PayingChanges()
         let onwardFrom = onward.map(\.last.at).min().map(Timestamp.init(millisecondsSinceEpoch:))
         if let from = onwardFrom {
             // Folded on: the events after the latest one each folded (one statement for the
@@ -225,6 +227,7 @@ extension SubscriptionStates {
                 foldedOn.append(id)
                 var fold = before
                 if let open = before.open {
+                    paying.add(-1, open, cohortPaidAt: before.counts.paidAt)
                     try db.execute(
                         """
                         DELETE FROM billing_subscription_states
@@ -242,6 +245,9 @@ extension SubscriptionStates {
                         WHERE environment = \(env) AND subscription_id = \(id)
                         """)
                 }
+                if joinedCohort.contains(id) {
+                    try countStoredPaying(1, subscriptions: [id], environment: env, into: &paying, on: db)
+                }
                 rows += folded.states.map { (id, $0) }
                 counted += folded.counted.map { (id, $0) }
                 stored.append((id, fold))
@@ -250,6 +256,7 @@ extension SubscriptionStates {
         if !whole.isEmpty {
             let wholeList = padded(whole.map(SQLValue.string))
             let events = try self.counted(of: whole, environment: env, from: nil, on: db)
+            try countStoredPaying(-1, subscriptions: whole, environment: env, into: &paying, on: db)
             try db.execute(
                 "DELETE FROM billing_subscription_states WHERE environment = \(env) AND subscription_id IN (\(list: wholeList))")
             try addToBuckets(-1, subscriptions: whole, environment: env, from: nil, on: db)
@@ -267,6 +274,8 @@ extension SubscriptionStates {
         }
         for i in stored.indices { stored[i].1.counts.forgetOldPeriods(keeping: keptPeriods) }
         try inChunks(rows) { try insert($0, environment: env, on: db) }
+        for (_, state) in rows { paying.add(1, state, cohortPaidAt: state.cohortPaidAt) }
+        try apply(paying, environment: env, on: db)
         let stayed = foldedOn.filter { !joinedCohort.contains($0) }
         try addToBuckets(-1, subscriptions: foldedOn, environment: env, from: onwardFrom, on: db)
         try addToCohortSums(-1, subscriptions: stayed, environment: env, from: onwardFrom, on: db)

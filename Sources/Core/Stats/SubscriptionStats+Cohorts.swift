@@ -89,7 +89,9 @@ extension SubscriptionStats {
             boundaries.append(b)
             b = b + 1
         }
-        if !boundaries.isEmpty {
+        if !boundaries.isEmpty, Month(q.from).start == q.from {
+            try cohortPaying(q, last: last, boundaries: boundaries, into: &cohorts, on: db)
+        } else if !boundaries.isEmpty {
             // Each boundary's paying states of the cohorts' subscriptions, grouped by the
             // cohort each state names (its subscription's first paid period, stored with it).
             let paying = boundaries.enumerated().map { (n, b) -> SQLQuery in
@@ -188,6 +190,42 @@ extension SubscriptionStats {
                   AND k.intrinsic_at < \(toDay)
                 \(grouped)
                 """, read)
+        }
+    }
+
+    /// The cohorts' paying subscriptions at `boundaries` for a `from` that is a month's first
+    /// instant: the counts the refresh keeps (`billing_cohort_paying`, sql/029), and the states
+    /// longer than it holds read here. A cohort's subscriptions first paid at or after `to`
+    /// cannot pay at a boundary after its month and not after `to`.
+    static func cohortPaying(
+        _ q: Query, last: Month, boundaries: [Month], into cohorts: inout [Month: Cohort], on db: DatabaseConnection
+    ) throws {
+        let env = q.environment.rawValue
+        let reached = Set(boundaries)
+        func count(_ cohort: Month, _ boundary: Month, _ n: Int64) {
+            guard boundary > cohort, reached.contains(boundary) else { return }
+            cohorts[cohort, default: Cohort()].paying[boundary.index - cohort.index, default: 0] += n
+        }
+        try db.forEachRow(
+            """
+            SELECT p.cohort_month, p.boundary, p.paying FROM billing_cohort_paying p
+            WHERE p.environment = \(env) AND p.cohort_month >= \(q.from) AND p.cohort_month <= \(last.start)
+              AND p.boundary > p.cohort_month AND p.boundary <= \(boundaries.last!.start)
+            """
+        ) { (row: SQLRow) throws(DatabaseError) in
+            count(Month(try row.timestamp("cohort_month")), Month(try row.timestamp("boundary")), try row.int64("paying"))
+        }
+        try db.forEachRow(
+            """
+            SELECT s.cohort_paid_at, s.valid_from, s.active_until FROM billing_subscription_states s
+            WHERE s.environment = \(env) AND s.span_class > \(Int64(SubscriptionStates.longestPayingClass))
+              AND \(unsafeRaw: SubscriptionStates.paid) AND s.cohort_paid_at >= \(q.from) AND s.cohort_paid_at < \((last + 1).start)
+            """
+        ) { (row: SQLRow) throws(DatabaseError) in
+            let cohort = Month(try row.timestamp("cohort_paid_at"))
+            let validFrom = try row.timestamp("valid_from")
+            let activeUntil = try row.timestamp("active_until")
+            for boundary in boundaries where validFrom < boundary.start && boundary.start < activeUntil { count(cohort, boundary, 1) }
         }
     }
 
