@@ -169,6 +169,10 @@ scale_main() {
         "{\"from\": \"$from365\", \"to\": \"$to\", \"environment\": \"production\"}")
     stats30=$(python3 "$ROOT/scripts/lib/bench/scale.py" time "$RPC_SOCKET" 2 stats.subscriptions \
         "{\"from\": \"$from30\", \"to\": \"$to\", \"environment\": \"production\"}")
+    # The twelve cohorts up to now, from a month's first instant (the cohorts' sums, sql/028-029).
+    local cohorts
+    cohorts=$(python3 "$ROOT/scripts/lib/bench/scale.py" time "$RPC_SOCKET" 2 stats.cohorts \
+        "{\"from\": \"$(date -u -d '365 days ago' +%Y-%m-01)\", \"to\": \"$to\", \"environment\": \"production\"}")
     workers_stop >/dev/null; workers_start >/dev/null
 
     scale_plans
@@ -186,6 +190,7 @@ scale_main() {
     echo "stats.refresh after generating (ms): $refresh_small for the first $small users, $refresh_large for the rest"
     echo "events.reproject of the user with 1,000 events (ms, 3 calls): $reproject_ms"
     echo "stats.subscriptions, cold then warm (ms): 365 days $stats365; 30 days $stats30"
+    echo "stats.cohorts, 12 months from the 1st, after them (ms): $cohorts"
     python3 - "$results" <<'PY'
 import sys
 r = {}
