@@ -8,7 +8,7 @@
 -- chunk's sums out before it replaces or adds its classified rows and puts them back after, in
 -- the same transaction (SubscriptionStates.addToCohortSums). A row's cohort is its
 -- subscription's: the month of its classified event flagged first_paid.
-CREATE TABLE billing_cohort_sums (
+CREATE TABLE IF NOT EXISTS billing_cohort_sums (
   environment VARCHAR(16) NOT NULL
     COMMENT 'production or sandbox',
   cohort_month DATE NOT NULL

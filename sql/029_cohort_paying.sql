@@ -6,7 +6,7 @@
 -- Derived like billing_cohort_sums (sql/028): the refresh counts out the paying states it
 -- deletes (or gives a cohort) and counts in those it writes, in the same transaction
 -- (SubscriptionStates.PayingChanges).
-CREATE TABLE billing_cohort_paying (
+CREATE TABLE IF NOT EXISTS billing_cohort_paying (
   environment VARCHAR(16) NOT NULL
     COMMENT 'production or sandbox',
   cohort_month DATE NOT NULL

@@ -160,6 +160,27 @@ private final class TemporarySQLDirectory {
         }
     }
 
+    /// A migration's statement (an index or a backfill over a large inbox) is not held to the
+    /// request paths' statement limit: on a connection whose limit is 0.5 s (a 1 s read
+    /// timeout), a 1.5 s statement is stopped (1969), and on the same settings made a
+    /// migration run's (`Migrator.connection`, as `billing-rpc migrate` connects) it is applied.
+    @Test func aLongMigrationStatementIsNotStoppedAtTheRequestLimit() throws {
+        let directory = try TemporarySQLDirectory(copying: nil)
+        try directory.write("001_slow.sql", "CREATE TABLE a (id INT PRIMARY KEY);\nINSERT INTO a SELECT 1 FROM DUAL WHERE SLEEP(1.5) = 0;")
+        try withTestDatabase { configuration, _ in
+            var short = configuration
+            short.readTimeoutSeconds = 1
+            let stopped = #expect(throws: DatabaseError.self) {
+                try Migrator(directory: directory.path).migrate(using: DatabaseConnection(configuration: short))
+            }
+            #expect(stopped?.errno == 1969)
+            let db = DatabaseConnection(configuration: Migrator.connection(short))
+            try db.execute("DROP TABLE IF EXISTS a")
+            #expect(try Migrator(directory: directory.path).migrate(using: db).map(\.version) == [1])
+            #expect(try db.query("SELECT id FROM a").map { try $0.int("id") } == [1])
+        }
+    }
+
     @Test func failingMigrationIsNotRecorded() throws {
         let directory = try TemporarySQLDirectory(copying: nil)
         try directory.write("001_ok.sql", "CREATE TABLE a (id INT PRIMARY KEY);")

@@ -198,7 +198,7 @@ public enum RPCAdminApp {
         }
         do {
             let configuration = try BillingConfiguration.load(path: config, environment: environment)
-            let database = DatabaseConnection(configuration: configuration.database)
+            let database = DatabaseConnection(configuration: Migrator.connection(configuration.database))
             // Reaching the database is asked apart, so a script (the package's postinst) can
             // tell "not set up yet" (75) from "a migration failed" (1).
             do { _ = try database.queryOne("SELECT 1 AS one") } catch {

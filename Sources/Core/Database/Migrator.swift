@@ -37,6 +37,19 @@ struct MigrationStatus: Sendable, Equatable {
 /// Files are sent whole as one multi-statement batch (`CLIENT_MULTI_STATEMENTS` for that
 /// call only): no `DELIMITER` lines; routine bodies with `BEGIN ... END` work as is.
 struct Migrator: Sendable {
+    /// How long one statement of a migration may run, and the client wait for it: an index
+    /// or a backfill over a large inbox takes minutes (10M events, docs/performance.md), not
+    /// the few seconds a request's statement may.
+    static let statementSeconds = 86_400
+
+    /// `configuration` with the statement limit and read and write timeouts of a migration run.
+    static func connection(_ configuration: DatabaseConfiguration) -> DatabaseConfiguration {
+        var c = configuration
+        c.readTimeoutSeconds = statementSeconds
+        c.writeTimeoutSeconds = statementSeconds
+        return c
+    }
+
     let directory: String
     /// Seconds to wait for another process's migration run to finish.
     var lockTimeoutSeconds: Int
