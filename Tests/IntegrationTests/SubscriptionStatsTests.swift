@@ -246,6 +246,37 @@ import Testing
         }
     }
 
+    /// The subscriber profile's median from its counts per number of days equals MariaDB's
+    /// `MEDIAN()` over the same rows: odd and even counts, ties, one row, values far apart.
+    @Test(arguments: 0..<8)
+    func profileMedianIsMariaDBs(seed: Int) throws {
+        try withStatsDatabase { db in
+            var random = SplitMix(seed: UInt64(seed) &+ 0x9E_D1A7)
+            let count = seed == 0 ? 1 : 2 + random.next(40)
+            for n in 0..<count {
+                let days = seed % 2 == 0 ? random.next(6) : random.next(3_000)
+                let kind = random.next(5) == 0 ? "renewal" : "purchase"
+                try db.execute(
+                    """
+                    INSERT INTO billing_counted_events (environment, intrinsic_at, event_id, subscription_id, kind, is_trial,
+                      family_shared, period_at, first_ever, period_first, converted, first_paid, signup_days)
+                    VALUES ('production', \(Self.from.adding(milliseconds: Int64(n) * 60_000)), \(Int64(n + 1)), \("P\(n)"), \(kind),
+                      0, 0, \(Self.from), \(random.next(4) != 0), 1, 0, 0, \(random.next(6) == 0 ? nil : Int64(days)))
+                    """)
+            }
+            let q = SubscriptionStats.Query(from: Self.from, to: Self.to, environment: .production, currency: "EUR")
+            let profile = try SubscriptionStats.subscriberProfile(q, on: db)
+            let reference = try db.queryOne(
+                """
+                SELECT COUNT(*) OVER () AS n, MEDIAN(k.signup_days) OVER () AS median_days FROM billing_counted_events k
+                WHERE k.first_ever = 1 AND k.kind = 'purchase' AND k.signup_days IS NOT NULL LIMIT 1
+                """)
+            #expect(profile["subscriptions"]?.int64Value == (try reference?.int64("n") ?? 0), "seed \(seed)")
+            let median = try reference?.optionalDouble("median_days").map { ($0 * 10).rounded(.toNearestOrAwayFromZero) / 10 }
+            #expect(profile["medianDaysToSubscribe"]?.doubleValue == median, "seed \(seed)")
+        }
+    }
+
     @Test func emptyDatabaseHasNoDivisionErrors() throws {
         try withStatsDatabase { db in
             let r = try report(db)
