@@ -8,8 +8,8 @@ extension SubscriptionStates {
     /// The cohort month of a classified row (alias f: its subscription's first_paid row).
     static let cohortMonthOf = "CAST(DATE_FORMAT(f.intrinsic_at, '%Y-%m-01') AS DATE)"
 
-    /// `sums` of the cohort rows (alias k), grouped by `cohortRowsGroup`: the subscribers and
-    /// the money, each negated when `sign` < 0.
+    /// The sums of classified rows (alias k) for the cohorts' sums: the subscribers (first
+    /// paid rows) and `moneyColumns`, each negated when `sign` < 0.
     static func cohortRowSums(sign: Int) -> String {
         let minus = sign < 0 ? "-" : ""
         return "\(minus)SUM(k.first_paid) AS members, "

@@ -42,10 +42,12 @@ extension SubscriptionStats {
     /// UTC): per UTC month of a subscription's first paid period, its
     /// subscribers, the share still paying at each following month's first instant (up to
     /// min(to, now)) and the net revenue they brought up to `to`, per subscriber.
-    /// Three queries, whatever the number of subscriptions: the cohort sizes, the paying
-    /// sets of every month boundary grouped by the cohort their states name (MariaDB counts,
-    /// per cohort and boundary), and the cohorts' classified sales and refunds summed per cohort, currency
-    /// and purchase day (memory: one total per cohort, currency and day).
+    /// From a month's first instant it reads the sums and counts the refresh keeps
+    /// (`cohortSums`, `cohortPaying`); from within a month, three queries: the cohort sizes,
+    /// the paying sets of every month boundary grouped by the cohort their states name
+    /// (MariaDB counts, per cohort and boundary), and the cohorts' classified sales and refunds
+    /// summed per cohort, currency and purchase day. Memory either way: one total per cohort,
+    /// currency and day.
     static func cohorts(_ q: Query, now: Timestamp, on db: DatabaseConnection) throws -> JSON {
         let length = q.to.millisecondsSinceEpoch - q.from.millisecondsSinceEpoch
         guard length > 0 else { throw QueryError.emptyPeriod }
