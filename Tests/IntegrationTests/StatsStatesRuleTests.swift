@@ -64,6 +64,7 @@ import Testing
             let done = try SubscriptionStates.refresh(on: db, now: Self.instants[0])
             #expect(done.pending == 0)
             try Self.compare(at: Self.instantsToCompare(inserted), seed: seed, on: db)
+            try Self.compareTwoInstantReads(Self.instantsToCompare(inserted), seed: seed, on: db)
             // Their user found: the unmatched events become applied (the update trigger notes
             // their subscriptions), and the states say whose they are.
             try db.execute(
@@ -132,6 +133,7 @@ import Testing
                 inserted.append(r)
                 foldedOn += try SubscriptionStates.refresh(on: db, now: a).foldedOn
                 try Self.compare(at: Self.instantsToCompare(inserted), seed: -edge, on: db)
+                try Self.compareTwoInstantReads(Self.instantsToCompare(inserted), seed: -edge, on: db)
             }
             // In order, each event after the first is folded on from the one before it (the
             // Play replacement excepted: it derives the replaced subscription whole).
@@ -257,6 +259,40 @@ import Testing
             }
         }
         return set.sorted()
+    }
+
+    /// `stats.subscriptions` reads both instants' states in one scan (`forEachActiveState`):
+    /// for pairs of instants near and far (the same one twice included), the rows it flags as at the
+    /// start and at the end are the states `active(at:)` reads at each, a state active at both
+    /// is one row flagged twice, and the rows come in the order of their subscriptions' bytes.
+    static func compareTwoInstantReads(_ instants: [Timestamp], seed: Int, on db: DatabaseConnection) throws {
+        for env in ["production", "sandbox"] {
+            let single = try instants.map { t in
+                Set(
+                    try db.query("SELECT s.subscription_id, s.event_id \(SubscriptionStates.active(at: t, environment: env))").map {
+                        "\(try $0.string("subscription_id"))|\(try $0.int64("event_id"))"
+                    })
+            }
+            for i in instants.indices {
+                for j in Set([i, i + 1, i + 2, i + 5, i + 17, instants.count - 1]) where j < instants.count {
+                    var starts: [String] = []
+                    var ends: [String] = []
+                    var order: [String] = []
+                    try SubscriptionStats.forEachActiveState(
+                        environment: env, at: instants[i], and: instants[j], bySubscription: true, on: db
+                    ) { s in
+                        if s.atStart { starts.append(s.subscriptionId) }
+                        if s.atEnd { ends.append(s.subscriptionId) }
+                        order.append(s.subscriptionId)
+                    }
+                    let label = "seed \(seed) \(env) \(instants[i].iso8601) \(instants[j].iso8601)"
+                    #expect(starts.sorted() == single[i].map { String($0.split(separator: "|")[0]) }.sorted(), "\(label)")
+                    #expect(ends.sorted() == single[j].map { String($0.split(separator: "|")[0]) }.sorted(), "\(label)")
+                    #expect(order.count == single[i].union(single[j]).count, "\(label)")
+                    #expect(zip(order, order.dropFirst()).allSatisfy { !$1.utf8.lexicographicallyPrecedes($0.utf8) }, "\(label)")
+                }
+            }
+        }
     }
 
     static func compare(at instants: [Timestamp], seed: Int, on db: DatabaseConnection) throws {

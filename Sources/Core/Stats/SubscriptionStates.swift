@@ -183,16 +183,22 @@ enum SubscriptionStates {
     /// states of that class begun in the 2^c days before t (a state active at t began less
     /// than its length before t), one index range each.
     static func active(at t: Timestamp, environment env: String) -> SQLQuery {
-        var classes: SQLQuery = ""
+        """
+        FROM billing_subscription_states s
+        WHERE s.environment = \(env) AND \(classRanges(at: t)) AND s.valid_from < \(t) AND s.active_until > \(t)
+        """
+    }
+
+    /// The primary key's ranges that can hold a state active at `t`: per length class c,
+    /// the states that began at most 2^c days before t (all of the unbounded class).
+    static func classRanges(at t: Timestamp) -> SQLQuery {
+        var classes: SQLQuery = "("
         for c in 0..<unboundedClass {
             let earliest = t.adding(milliseconds: -(Int64(1) << c) * day)
             classes.append("(s.span_class = \(Int64(c)) AND s.valid_from >= \(earliest)) OR ")
         }
-        classes.append("s.span_class = \(Int64(unboundedClass))")
-        return """
-            FROM billing_subscription_states s
-            WHERE s.environment = \(env) AND (\(classes)) AND s.valid_from < \(t) AND s.active_until > \(t)
-            """
+        classes.append("s.span_class = \(Int64(unboundedClass)))")
+        return classes
     }
 
     /// A state that pays: not a trial, not family-shared, its period priced.

@@ -23,11 +23,6 @@ extension SubscriptionStats {
         var paying: Int64 { active - trial - familyShared }
         var cancelling: Int64 { products.reduce(0) { $0 + $1.cancelling } }
         var mrrMilli: Int64 { products.reduce(0) { Money.add($0, $1.mrrMilli) } }
-        /// Paying subscriptions whose owners are known users, counted once per user, and
-        /// those of them not seen in the report's period (`SubscriptionStats.payingUsers`).
-        /// The paying prices in their currencies by purchase day, all products together: the
-        /// currencies and days whose rates the snapshot (and the MRR movement) converts at.
-        var prices = CurrencyAmounts()
 
         /// Per currency without a rate: its subscriptions and their MRR in that currency.
         var unconverted: JSON {
@@ -60,16 +55,32 @@ extension SubscriptionStats {
         }
     }
 
-    /// The subscriptions active at `t`, from their stored states (`SubscriptionStates`: the
-    /// state after the latest counted event before t). MariaDB sums the paying prices per
-    /// product, currency and purchase day; each sum is converted here at that day's rate
-    /// (`ExchangeRates`), then each product's converted sum is made monthly.
-    static func snapshot(
-        at t: Timestamp, environment env: String, currency: String,
-        cadence: (String) -> Cadence?, on db: DatabaseConnection
-    ) throws -> Snapshot {
-        let active = SubscriptionStates.active(at: t, environment: env)
-        let paid = SubscriptionStates.paid
+    /// One stored state active at the start or the end of the period (or both: one row
+    /// serves both sides), as `instants` reads it.
+    struct ActiveState {
+        var atStart: Bool
+        var atEnd: Bool
+        var subscriptionId: String
+        var productId: String?
+        var currency: String?
+        /// The UTC day its period was bought: the day its price converts at.
+        var paidDay: RateDay?
+        var priceMilli: Int64?
+        var isTrial: Bool
+        var familyShared: Bool
+        var cancelling: Bool
+        var periodSeconds: Int64?
+        /// Its subscription's first paid sale came before the period (MRR reactivation).
+        var paidBefore: Bool
+
+        /// It pays (`SubscriptionStates.paid`): not a trial, not family-shared, priced.
+        var paid: Bool { !isTrial && !familyShared && (priceMilli ?? 0) > 0 }
+    }
+
+    /// One snapshot as its states stream in: per product, the counts, the paying prices by
+    /// currency and purchase day (converted once each, when it is finished), and the
+    /// periods' lengths (a product's cadence when the catalog does not name it).
+    struct SnapshotSums {
         struct Product {
             var counts = ProductSnapshot(productId: nil, active: 0, trial: 0, cancelling: 0, familyShared: 0, mrrMilli: 0)
             var prices = CurrencyAmounts()
@@ -77,53 +88,127 @@ extension SubscriptionStats {
             var periodSeconds: Int64 = 0
             var periods: Int64 = 0
         }
-        var products: [Product] = []
+        private(set) var products: [String?: Product] = [:]
+
+        /// The paying prices of every product: the currencies and days to convert at.
+        var prices: CurrencyAmounts { products.values.reduce(into: CurrencyAmounts()) { $0.add($1.prices) } }
+
+        mutating func add(_ s: ActiveState) {
+            var p = products[s.productId] ?? Product()
+            p.counts.active += 1
+            if s.isTrial { p.counts.trial += 1 }
+            if s.cancelling { p.counts.cancelling += 1 }
+            if !s.isTrial && s.familyShared { p.counts.familyShared += 1 }
+            if let seconds = s.periodSeconds {
+                p.periodSeconds = Money.add(p.periodSeconds, seconds)
+                p.periods += 1
+            }
+            if s.paid, let price = s.priceMilli, let day = s.paidDay {
+                let currency = s.currency ?? "XXX"
+                p.prices.add(price, currency: currency, day: day)
+                p.priced[currency, default: 0] += 1
+            }
+            products[s.productId] = p
+        }
+
+        /// The snapshot: each product's cadence (the catalog's, else from the mean length of
+        /// its periods), its paying prices converted at their days' rates and made monthly,
+        /// and what had no rate; products in the order of their ids' bytes, none first.
+        func snapshot(at t: Timestamp, currency: String, rates: ExchangeRates, cadence: (String) -> Cadence?) -> Snapshot {
+            let ordered = products.sorted { a, b in
+                guard let x = a.key else { return b.key != nil }
+                guard let y = b.key else { return false }
+                return x.utf8.lexicographicallyPrecedes(y.utf8)
+            }
+            var snapshots: [ProductSnapshot] = []
+            for (productId, var p) in ordered {
+                p.counts.productId = productId
+                let periodDays = p.periods > 0 ? Double(p.periodSeconds) / Double(p.periods) / 86_400 : nil
+                p.counts.cadence = productId.flatMap(cadence) ?? periodDays.map { SubscriptionStats.cadence(periodDays: $0) }
+                let converted = p.prices.converted(to: currency, with: rates)
+                p.counts.mrrMilli = p.counts.cadence.map { monthly(converted.milli, $0) } ?? 0
+                for (code, milli) in converted.unconverted {
+                    p.counts.unconverted[code] = (p.priced[code] ?? 0, p.counts.cadence.map { monthly(milli, $0) } ?? 0)
+                }
+                snapshots.append(p.counts)
+            }
+            return Snapshot(at: t, products: snapshots)
+        }
+    }
+
+    /// The subscriptions active at the period's start and at `snapshotAt`, from their
+    /// stored states (`SubscriptionStates`: the state after the latest counted event before
+    /// the instant), read once (`forEachActiveState`) and sorted by subscription so that its
+    /// two sides meet. Each row adds to its snapshots' sums and its paying sides to the MRR
+    /// movement's pairs; the rates are read once, for every currency and day either needs.
+    static func instants(
+        _ q: Query, snapshotAt: Timestamp, cadence: (String) -> Cadence?, on db: DatabaseConnection
+    ) throws -> (start: Snapshot, end: Snapshot, movement: Movement) {
+        var start = SnapshotSums()
+        var end = SnapshotSums()
+        var pairs = MovementPairs()
+        try forEachActiveState(environment: q.environment.rawValue, at: q.from, and: snapshotAt, bySubscription: true, on: db) { state in
+            if state.atStart { start.add(state) }
+            if state.atEnd { end.add(state) }
+            pairs.add(state)
+        }
+        pairs.finish()
+        var wanted = start.prices
+        wanted.add(end.prices)
+        let rates = try ratesFor(wanted, currency: q.currency, on: db)
+        let startSnapshot = start.snapshot(at: q.from, currency: q.currency, rates: rates, cadence: cadence)
+        let endSnapshot = end.snapshot(at: snapshotAt, currency: q.currency, rates: rates, cadence: cadence)
+        let movement = pairs.movement(start: startSnapshot, end: endSnapshot, currency: q.currency, rates: rates)
+        return (startSnapshot, endSnapshot, movement)
+    }
+
+    /// The subscriptions active at `t` (`stats.snapshots`): `instants`' read for one instant.
+    static func snapshot(
+        at t: Timestamp, environment env: String, currency: String,
+        cadence: (String) -> Cadence?, on db: DatabaseConnection
+    ) throws -> Snapshot {
+        var sums = SnapshotSums()
+        try forEachActiveState(environment: env, at: t, and: t, bySubscription: false, on: db) { sums.add($0) }
+        return sums.snapshot(at: t, currency: currency, rates: try ratesFor(sums.prices, currency: currency, on: db), cadence: cadence)
+    }
+
+    /// The rates of every currency and day in `amounts`, and of the reporting currency.
+    private static func ratesFor(_ amounts: CurrencyAmounts, currency: String, on db: DatabaseConnection) throws -> ExchangeRates {
+        try amounts.days.map { try ExchangeRates.load(currencies: amounts.currencies.union([currency]), days: $0, on: db) }
+            ?? ExchangeRates()
+    }
+
+    /// Every state active at `start` or at `end` (or both: one row, both sides), in one range
+    /// scan of the primary key over both instants' ranges (`SubscriptionStates.classRanges`),
+    /// by subscription when asked.
+    static func forEachActiveState(
+        environment env: String, at start: Timestamp, and end: Timestamp, bySubscription: Bool, on db: DatabaseConnection,
+        _ body: (ActiveState) -> Void
+    ) throws(DatabaseError) {
+        func window(_ t: Timestamp) -> SQLQuery {
+            "(\(SubscriptionStates.classRanges(at: t)) AND s.valid_from < \(t) AND s.active_until > \(t))"
+        }
+        let windows: SQLQuery = start == end ? window(start) : "(\(window(start)) OR \(window(end)))"
         try db.forEachRow(
             """
-            SELECT s.product_id,
-              CASE WHEN \(unsafeRaw: paid) THEN COALESCE(s.currency, 'XXX') END AS paid_currency,
-              CASE WHEN \(unsafeRaw: paid) THEN DATE(s.paid_at) END AS paid_day,
-              COUNT(*) AS active, SUM(s.is_trial) AS trial, SUM(s.cancelling) AS cancelling,
-              SUM(s.is_trial = 0 AND s.family_shared = 1) AS family_shared,
-              CAST(LEAST(SUM(CASE WHEN \(unsafeRaw: paid) THEN s.price_milli ELSE 0 END), 9223372036854775807) AS SIGNED) AS price_sum,
-              CAST(COALESCE(SUM(s.period_seconds), 0) AS SIGNED) AS period_seconds, COUNT(s.period_seconds) AS periods
-            \(active)
-            GROUP BY s.product_id, paid_currency, paid_day
-            ORDER BY product_id
+            SELECT (s.valid_from < \(start) AND s.active_until > \(start)) AS at_start,
+              (s.valid_from < \(end) AND s.active_until > \(end)) AS at_end,
+              s.subscription_id, s.product_id, s.currency, DATE(s.paid_at) AS paid_day, s.price_milli,
+              s.is_trial, s.family_shared, s.cancelling, s.period_seconds, (s.first_paid_at < \(start)) AS paid_before
+            FROM billing_subscription_states s
+            WHERE s.environment = \(env) AND \(windows)
+            \(unsafeRaw: bySubscription ? "ORDER BY s.subscription_id" : "")
             """
         ) { (row: SQLRow) throws(DatabaseError) in
-            let productId = try row.optionalString("product_id")
-            if products.last.map({ $0.counts.productId != productId }) ?? true {
-                var fresh = Product()
-                fresh.counts.productId = productId
-                products.append(fresh)
-            }
-            let n = products.count - 1
-            products[n].counts.active += try row.int64("active")
-            products[n].counts.trial += try row.int64("trial")
-            products[n].counts.cancelling += try row.int64("cancelling")
-            products[n].counts.familyShared += try row.int64("family_shared")
-            products[n].periodSeconds = Money.add(products[n].periodSeconds, try row.int64("period_seconds"))
-            products[n].periods += try row.int64("periods")
-            if let paid = try row.optionalString("paid_currency"), let day = try row.optionalTimestamp("paid_day") {
-                products[n].prices.add(try row.int64("price_sum"), currency: paid, day: RateDay(day))
-                products[n].priced[paid, default: 0] += try row.int64("active")
-            }
+            body(
+                ActiveState(
+                    atStart: try row.bool("at_start"), atEnd: try row.bool("at_end"),
+                    subscriptionId: try row.string("subscription_id"), productId: try row.optionalString("product_id"),
+                    currency: try row.optionalString("currency"), paidDay: try row.optionalTimestamp("paid_day").map(RateDay.init),
+                    priceMilli: try row.optionalInt64("price_milli"), isTrial: try row.bool("is_trial"),
+                    familyShared: try row.bool("family_shared"), cancelling: try row.bool("cancelling"),
+                    periodSeconds: try row.optionalInt64("period_seconds"), paidBefore: try row.optionalInt64("paid_before") == 1))
         }
-        let wanted = products.reduce(into: CurrencyAmounts()) { $0.add($1.prices) }
-        let rates = try wanted.days.map { try ExchangeRates.load(currencies: wanted.currencies.union([currency]), days: $0, on: db) }
-        var snapshots: [ProductSnapshot] = []
-        for var p in products {
-            let periodDays = p.periods > 0 ? Double(p.periodSeconds) / Double(p.periods) / 86_400 : nil
-            p.counts.cadence = p.counts.productId.flatMap(cadence) ?? periodDays.map { self.cadence(periodDays: $0) }
-            let converted = p.prices.converted(to: currency, with: rates ?? ExchangeRates())
-            p.counts.mrrMilli = p.counts.cadence.map { monthly(converted.milli, $0) } ?? 0
-            for (code, milli) in converted.unconverted {
-                p.counts.unconverted[code] = (p.priced[code] ?? 0, p.counts.cadence.map { monthly(milli, $0) } ?? 0)
-            }
-            snapshots.append(p.counts)
-        }
-        return Snapshot(at: t, products: snapshots, prices: wanted)
     }
 
     /// The paying subscriptions active at `t` whose owner is a known user, as users: how

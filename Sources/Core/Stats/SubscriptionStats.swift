@@ -53,9 +53,7 @@ enum SubscriptionStats {
         let env = query.environment.rawValue
         let snapshotAt = min(query.to, now)
 
-        let start = try snapshot(at: query.from, environment: env, currency: query.currency, cadence: cadence, on: db)
-        let end = try snapshot(at: snapshotAt, environment: env, currency: query.currency, cadence: cadence, on: db)
-        let movement = try self.movement(query, snapshotAt: snapshotAt, start: start, end: end, on: db)
+        let (start, end, movement) = try instants(query, snapshotAt: snapshotAt, cadence: cadence, on: db)
         let days = try dailyCounts(query, previousFrom: previousFrom, zone: zone, on: db)
         let current = Counts(summing: days.filter(\.current))
         let previous = Counts(summing: days.filter { !$0.current })
