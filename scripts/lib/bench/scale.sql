@@ -37,7 +37,11 @@ CREATE TEMPORARY TABLE IF NOT EXISTS scale_users (
   currency CHAR(3) NOT NULL,
   environment VARCHAR(16) NOT NULL,
   store VARCHAR(32) NOT NULL,
-  created_at DATETIME(3) NOT NULL
+  created_at DATETIME(3) NOT NULL,
+  -- The joins on the user's id (parties, access) look a user up by it whichever table the
+  -- optimizer reads first: without it, a plan made before InnoDB's statistics counted the
+  -- chunk's events compared every event with every user (a chunk ran for over 15 minutes).
+  UNIQUE KEY scale_users_id (id)
 ) ENGINE=MEMORY;
 TRUNCATE scale_users;
 
