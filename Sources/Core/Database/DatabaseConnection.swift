@@ -81,6 +81,15 @@ final class DatabaseConnection {
         _ = try withoutActuallyEscaping(body) { (body) throws(DatabaseError) in try run(query, eachRow: body) }
     }
 
+    /// `forEachRow` without the client library's buffer: the rows come from the server as
+    /// `body` takes them, so memory is one row whatever the result's length (a report's
+    /// hundreds of thousands of stored states). The session is busy until the last row:
+    /// `body` must not run statements on this connection. A `body` that throws ends the
+    /// read; the rest of the result is discarded.
+    func streamRows(_ query: SQLQuery, _ body: (SQLRow) throws(DatabaseError) -> Void) throws(DatabaseError) {
+        _ = try withoutActuallyEscaping(body) { (body) throws(DatabaseError) in try run(query, buffered: false, eachRow: body) }
+    }
+
     /// The first row, or nil. Add `LIMIT 1` to the SQL when more rows could match.
     func queryOne(_ query: SQLQuery) throws(DatabaseError) -> SQLRow? {
         try self.query(query).first
@@ -105,7 +114,7 @@ final class DatabaseConnection {
 
     @discardableResult
     private func run(
-        _ query: SQLQuery, endsTransaction: Bool = false,
+        _ query: SQLQuery, endsTransaction: Bool = false, buffered: Bool = true,
         eachRow: ((SQLRow) throws(DatabaseError) -> Void)?
     ) throws(DatabaseError) -> ExecuteResult {
         let handle = try acquireHandle()
@@ -117,7 +126,7 @@ final class DatabaseConnection {
                 statement = try PreparedStatement(handle: handle, text: query.text)
                 statements.insert(statement)
             }
-            let outcome = try statement.run(query.binds, eachRow: eachRow)
+            let outcome = try statement.run(query.binds, buffered: buffered, eachRow: eachRow)
             // Inside a transaction every reply must still report it open. A reply that does
             // not means the server ended (rolled back) the transaction without reporting an
             // error: on Galera, a brute-force abort during a locking UNION read answered

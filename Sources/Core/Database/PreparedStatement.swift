@@ -54,7 +54,13 @@ final class PreparedStatement {
 
     /// Binds, executes, and hands each row of the result to `eachRow` in order (none when
     /// nil), without keeping them: a long result costs one row's Swift values at a time.
-    func run(_ binds: [SQLValue], eachRow: ((SQLRow) throws(DatabaseError) -> Void)?) throws(DatabaseError) -> ExecuteResult {
+    /// `buffered` false streams the result from the server as it is fetched (one row in
+    /// memory; the connection busy until the last row or `mysql_stmt_free_result`, which
+    /// discards the rest): text buffers are then sized by the column's declared length, at
+    /// most `streamedTextBuffer`, and a longer value is read again whole.
+    func run(
+        _ binds: [SQLValue], buffered: Bool = true, eachRow: ((SQLRow) throws(DatabaseError) -> Void)?
+    ) throws(DatabaseError) -> ExecuteResult {
         guard binds.count == parameterCount else {
             throw DatabaseError.misuse("statement has \(parameterCount) placeholders but \(binds.count) binds", sql: sql)
         }
@@ -69,11 +75,11 @@ final class PreparedStatement {
         defer { mysql_free_result(metadata) }
         // Buffering the result client-side frees the connection for the next statement and
         // gives max_length for sizing buffers.
-        guard mysql_stmt_store_result(stmt) == 0 else {
+        guard !buffered || mysql_stmt_store_result(stmt) == 0 else {
             throw DatabaseError.fromStatement(stmt, operation: "store_result", sql: sql)
         }
         defer { mysql_stmt_free_result(stmt) }
-        if let eachRow { try fetchRows(metadata, into: eachRow) }
+        if let eachRow { try fetchRows(metadata, buffered: buffered, into: eachRow) }
         return ExecuteResult(affectedRows: 0, lastInsertID: 0)
     }
 
@@ -152,8 +158,11 @@ final class PreparedStatement {
         case null, signed, unsigned, double, datetime, text, binary
     }
 
+    /// A streamed result's largest text or binary buffer (a longer value is read again).
+    static let streamedTextBuffer = 65_536
+
     private func fetchRows(
-        _ metadata: UnsafeMutablePointer<MYSQL_RES>,
+        _ metadata: UnsafeMutablePointer<MYSQL_RES>, buffered: Bool,
         into eachRow: (SQLRow) throws(DatabaseError) -> Void
     ) throws(DatabaseError) {
         let count = Int(mysql_num_fields(metadata))
@@ -198,7 +207,7 @@ final class PreparedStatement {
                 size = MemoryLayout<MYSQL_TIME>.size
             case .text, .binary:
                 binds[index].buffer_type = kind == .text ? MYSQL_TYPE_STRING : MYSQL_TYPE_BLOB
-                size = max(Int(field.max_length), 1)
+                size = max(Int(buffered ? field.max_length : min(field.length, UInt(Self.streamedTextBuffer))), 1)
             }
             let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
             buffers.append(buffer)
@@ -222,6 +231,11 @@ final class PreparedStatement {
             let rc = mysql_stmt_fetch(stmt)
             if rc == MYSQL_NO_DATA { break }
             guard rc == 0 || rc == MYSQL_DATA_TRUNCATED else {
+                // A streamed result's error (a statement stopped by its time limit midway)
+                // is set on the connection, not on the statement.
+                if mysql_stmt_errno(stmt) == 0 {
+                    throw handle.withMySQL { DatabaseError.fromConnection($0, operation: "fetch", sql: sql) }
+                }
                 throw DatabaseError.fromStatement(stmt, operation: "fetch", sql: sql)
             }
             var values: [SQLValue] = []
@@ -259,7 +273,8 @@ final class PreparedStatement {
     }
 
     /// A value longer than its buffer (max_length is exact after store_result, so this is a
-    /// safety net): read the whole column again into a buffer of its real length.
+    /// safety net there; a streamed result's long values come here): read the whole column
+    /// again into a buffer of its real length.
     private func fetchTruncated(column: Int, length: Int, type: enum_field_types) throws(DatabaseError) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: length)
         var realLength: UInt = 0

@@ -180,7 +180,7 @@ extension SubscriptionStats {
 
     /// Every state active at `start` or at `end` (or both: one row, both sides), in one range
     /// scan of the primary key over both instants' ranges (`SubscriptionStates.classRanges`),
-    /// by subscription when asked.
+    /// by subscription when asked; streamed from the server (`streamRows`), one row in memory.
     static func forEachActiveState(
         environment env: String, at start: Timestamp, and end: Timestamp, bySubscription: Bool, on db: DatabaseConnection,
         _ body: (ActiveState) -> Void
@@ -189,7 +189,7 @@ extension SubscriptionStats {
             "(\(SubscriptionStates.classRanges(at: t)) AND s.valid_from < \(t) AND s.active_until > \(t))"
         }
         let windows: SQLQuery = start == end ? window(start) : "(\(window(start)) OR \(window(end)))"
-        try db.forEachRow(
+        try db.streamRows(
             """
             SELECT (s.valid_from < \(start) AND s.active_until > \(start)) AS at_start,
               (s.valid_from < \(end) AND s.active_until > \(end)) AS at_end,
