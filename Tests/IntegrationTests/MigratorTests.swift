@@ -143,6 +143,38 @@ private final class TemporarySQLDirectory {
         }
     }
 
+    /// An applied file amended with a `-- replaces sha256` line naming the text the database
+    /// applied counts as applied (not run again, status applied); a line naming another text,
+    /// an uppercase or short checksum, or none, is still refused.
+    @Test func anAmendedFileNamingTheAppliedTextCountsAsApplied() throws {
+        let directory = try TemporarySQLDirectory(copying: nil)
+        let first = "CREATE TABLE a (id INT PRIMARY KEY COMMENT 'x') COMMENT='a';\nINSERT INTO a VALUES (1);\n"
+        try directory.write("001_first.sql", first)
+        try withTestConnection { db in
+            let migrator = Migrator(directory: directory.path)
+            #expect(try migrator.migrate(using: db).count == 1)
+            let applied = SHA256.hexHash(Array(first.utf8))
+            for wrong in [String(repeating: "0", count: 64), applied.uppercased(), String(applied.dropLast())] {
+                try directory.write("001_first.sql", "-- replaces sha256 \(wrong)\nCREATE TABLE a (id INT PRIMARY KEY COMMENT 'y') COMMENT='a';\n")
+                let error = #expect(throws: DatabaseError.self, "\(wrong)") { try migrator.migrate(using: db) }
+                #expect(error?.description.contains("-- replaces sha256 \(applied)") == true)
+            }
+            try directory.write(
+                "001_first.sql",
+                "-- The insert was amended.\n-- replaces sha256 \(String(repeating: "1", count: 64))\n-- replaces sha256 \(applied)  \r\n"
+                    + "CREATE TABLE a (id INT PRIMARY KEY COMMENT 'x') COMMENT='a';\nINSERT INTO a SELECT 1;\n")
+            #expect(try migrator.migrate(using: db).isEmpty, "nothing runs again")
+            #expect(try db.query("SELECT id FROM a").count == 1)
+            let status = try migrator.status(using: db)
+            #expect(status.first.map { if case .applied = $0.state { true } else { false } } == true)
+            // A new database applies the amended text.
+            try db.execute("DROP TABLE a")
+            try db.execute("DELETE FROM schema_migrations")
+            #expect(try migrator.migrate(using: db).count == 1)
+            #expect(try db.query("SELECT id FROM a").count == 1)
+        }
+    }
+
     @Test func laterMigrationsApplyInOrder() throws {
         let directory = try TemporarySQLDirectory(copying: nil)
         try directory.write("001_first.sql", "CREATE TABLE a (id INT PRIMARY KEY COMMENT 'x') COMMENT='a';\nINSERT INTO a VALUES (1);\n")

@@ -5,6 +5,26 @@ struct MigrationFile: Sendable {
     let fileName: String
     let sql: String
     let checksum: String
+    /// The checksums of this file's earlier texts, named by its `-- replaces sha256 <hex>`
+    /// lines: a statement of an applied migration amended (a backfill's plan forced, say)
+    /// without its effect changing. A database that applied an earlier text counts it as
+    /// applied; nothing runs again.
+    let replaces: Set<String>
+
+    /// Whether `applied` (a `schema_migrations` checksum) is this file's text or one it replaces.
+    func matches(_ applied: String) -> Bool { applied == checksum || replaces.contains(applied) }
+
+    /// The `-- replaces sha256 <64 hex digits>` lines of `sql`.
+    static func replacedChecksums(in sql: String) -> Set<String> {
+        let prefix = "-- replaces sha256 "
+        var found: Set<String> = []
+        for line in sql.split(whereSeparator: \.isNewline) where line.hasPrefix(prefix) {
+            var hex = line.dropFirst(prefix.count)
+            while hex.last == " " { hex = hex.dropLast() }
+            if hex.count == 64, hex.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) { found.insert(String(hex)) }
+        }
+        return found
+    }
 
     /// Every `*.sql` file in `directory`, sorted by version. A `.sql` file whose name is not
     /// `NNN_name.sql`, two files with one number, or a gap in 1, 2, 3, ... is an error: a
@@ -29,7 +49,7 @@ struct MigrationFile: Sendable {
             files.append(
                 MigrationFile(
                     version: version, name: name, fileName: fileName, sql: sql,
-                    checksum: SHA256.hexHash(bytes)))
+                    checksum: SHA256.hexHash(bytes), replaces: replacedChecksums(in: sql)))
         }
         files.sort { $0.version < $1.version }
         for (position, file) in files.enumerated() {

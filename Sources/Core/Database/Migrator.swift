@@ -104,7 +104,7 @@ struct Migrator: Sendable {
             let state: MigrationStatus.State
             if let row = applied[file.version] {
                 state =
-                    row.checksum == file.checksum
+                    file.matches(row.checksum)
                     ? .applied(at: row.appliedAt)
                     : .checksumMismatch(applied: row.checksum, file: file.checksum)
             } else {
@@ -153,9 +153,9 @@ struct Migrator: Sendable {
 
     private func verify(files: [MigrationFile], applied: [Int: AppliedRow]) throws(DatabaseError) {
         for file in files {
-            if let row = applied[file.version], row.checksum != file.checksum {
+            if let row = applied[file.version], !file.matches(row.checksum) {
                 throw DatabaseError.migration(
-                    "\(file.fileName) was changed after it was applied (checksum \(row.checksum.prefix(12))… in schema_migrations, \(file.checksum.prefix(12))… on disk); migrations are forward-only, add a new file instead"
+                    "\(file.fileName) was changed after it was applied (checksum \(row.checksum.prefix(12))… in schema_migrations, \(file.checksum.prefix(12))… on disk); migrations are forward-only, add a new file instead (or, for an amended statement with the same effect, a line '-- replaces sha256 \(row.checksum)' in the file)"
                 )
             }
         }
