@@ -94,7 +94,12 @@ extension SubscriptionStats {
         var prices: CurrencyAmounts { products.values.reduce(into: CurrencyAmounts()) { $0.add($1.prices) } }
 
         mutating func add(_ s: ActiveState) {
-            var p = products[s.productId] ?? Product()
+            // In place (the dictionary's modify accessor): a copy taken out and written back
+            // would copy the product's price sums at every row.
+            Self.add(s, to: &products[s.productId, default: Product()])
+        }
+
+        private static func add(_ s: ActiveState, to p: inout Product) {
             p.counts.active += 1
             if s.isTrial { p.counts.trial += 1 }
             if s.cancelling { p.counts.cancelling += 1 }
@@ -108,7 +113,6 @@ extension SubscriptionStats {
                 p.prices.add(price, currency: currency, day: day)
                 p.priced[currency, default: 0] += 1
             }
-            products[s.productId] = p
         }
 
         /// The snapshot: each product's cadence (the catalog's, else from the mean length of
