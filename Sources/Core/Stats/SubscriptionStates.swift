@@ -185,8 +185,14 @@ enum SubscriptionStates {
     static func active(at t: Timestamp, environment env: String) -> SQLQuery {
         """
         FROM billing_subscription_states s
-        WHERE s.environment = \(env) AND \(classRanges(at: t)) AND s.valid_from < \(t) AND s.active_until > \(t)
+        WHERE s.environment = \(env) AND \(activeWindow(at: t))
         """
+    }
+
+    /// The condition of a state active at `t` (alias `s`, any environment), with the primary
+    /// key's ranges it can be in (`classRanges`).
+    static func activeWindow(at t: Timestamp) -> SQLQuery {
+        "(\(classRanges(at: t)) AND s.valid_from < \(t) AND s.active_until > \(t))"
     }
 
     /// The primary key's ranges that can hold a state active at `t`: per length class c,

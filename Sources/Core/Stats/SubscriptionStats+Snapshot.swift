@@ -189,9 +189,7 @@ extension SubscriptionStats {
         environment env: String, at start: Timestamp, and end: Timestamp, bySubscription: Bool, on db: DatabaseConnection,
         _ body: (ActiveState) -> Void
     ) throws(DatabaseError) {
-        func window(_ t: Timestamp) -> SQLQuery {
-            "(\(SubscriptionStates.classRanges(at: t)) AND s.valid_from < \(t) AND s.active_until > \(t))"
-        }
+        let window = SubscriptionStates.activeWindow(at:)
         let windows: SQLQuery = start == end ? window(start) : "(\(window(start)) OR \(window(end)))"
         try db.streamRows(
             """
