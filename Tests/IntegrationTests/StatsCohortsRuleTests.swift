@@ -15,11 +15,14 @@ import Testing
     /// The reports' periods: whole months (the cohorts' sums alone); `to` within a day, after
     /// which some of May's subscriptions are first paid (the sums of `to`'s day read from its
     /// rows, the later members' earlier rows taken out); `from` within a month (every member's
-    /// rows read).
+    /// rows read, the later whole months' from the sums); both; `from` and `to` within one
+    /// month.
     static let periods: [(from: Timestamp, to: Timestamp)] = [
         (from, to),
         (from, Timestamp(iso8601: "2026-03-05T19:00:00Z")!),
         (Timestamp(iso8601: "2026-01-15T06:00:00Z")!, to),
+        (Timestamp(iso8601: "2026-02-03T10:30:00Z")!, Timestamp(iso8601: "2026-04-20T13:00:00Z")!),
+        (Timestamp(iso8601: "2026-03-02T00:00:00Z")!, Timestamp(iso8601: "2026-03-28T08:00:00Z")!),
     ]
 
     struct Event {
@@ -58,7 +61,9 @@ import Testing
                 let rows = r["cohorts"]!.arrayValue!
                 #expect(
                     rows.map { $0["month"]!.stringValue! }
-                        == ["2026-01", "2026-02", "2026-03", "2026-04", "2026-05"].filter { $0 <= Self.monthText(to.adding(milliseconds: -1)) })
+                        == ["2026-01", "2026-02", "2026-03", "2026-04", "2026-05"].filter {
+                            $0 >= Self.monthText(from) && $0 <= Self.monthText(to.adding(milliseconds: -1))
+                        })
                 for row in rows {
                     let month = row["month"]!.stringValue!
                     let expected = reference.cohorts[month] ?? Reference.Cohort()
@@ -93,7 +98,9 @@ import Testing
     /// each folded by a refresh of its own: it joins March's cohort with its earlier sale when
     /// its first paid period is folded on, and that sale is not the report's (A is no member
     /// of it); B is first paid on `to`'s day before `to` (read from its rows); C in February
-    /// (from the sums); D in March, refunded after `to` (not counted).
+    /// (from the sums); D in March, refunded after `to` (not counted); F in January after the
+    /// 15th, then renewed free: paying at February's first instant, not at March's (from the
+    /// counts, or from its states when the report begins within January).
     @Test func theSumsEdgesAsComputedByHand() throws {
         try withStatsDatabase { db in
             var n = 0
@@ -123,6 +130,11 @@ import Testing
                     at: "2026-03-10T12:00:00Z", status: "unmatched"))
             try purchase("E", 50_000, at: "2026-02-20T00:00:00Z", expires: "2033-02-20T00:00:00Z")
             try purchase("D", 4_000, at: "2026-03-01T00:00:00Z", expires: "2026-04-01T00:00:00Z")
+            try purchase("F", 2_000, at: "2026-01-20T00:00:00Z", expires: "2026-02-20T00:00:00Z")
+            try add(
+                .init(
+                    kind: "renewal", sub: "F", price: 0, purchased: "2026-02-20T00:00:00Z", expires: "2026-03-20T00:00:00Z",
+                    at: "2026-02-20T00:00:00Z", status: "unmatched"))
             try add(
                 .init(kind: "refund", sub: "D", price: -4_000, purchased: "2026-03-01T00:00:00Z", at: "2026-03-06T00:00:00Z", status: "unmatched"))
             #expect(try Self.cohortSums(fromTable: true, on: db) == Self.cohortSums(fromTable: false, on: db))
@@ -139,7 +151,7 @@ import Testing
                 }
                 #expect(
                     figures == [
-                        ["2026-01", "0", "0", "0", "0/0/0"], ["2026-02", "2", "53000", "0", "2/2"], ["2026-03", "2", "11000", "0", "2"],
+                        ["2026-01", "1", "2000", "0", "1/1/0"], ["2026-02", "2", "53000", "0", "2/2"], ["2026-03", "2", "11000", "0", "2"],
                     ], "from \(from.iso8601)")
             }
             // Whole months: A is a member with its earlier sale, D's refund counts; E's seven

@@ -42,75 +42,42 @@ extension SubscriptionStats {
     /// UTC): per UTC month of a subscription's first paid period, its
     /// subscribers, the share still paying at each following month's first instant (up to
     /// min(to, now)) and the net revenue they brought up to `to`, per subscriber.
-    /// From a month's first instant it reads the sums and counts the refresh keeps
-    /// (`cohortSums`, `cohortPaying`); from within a month, three queries: the cohort sizes,
-    /// the paying sets of every month boundary grouped by the cohort their states name
-    /// (MariaDB counts, per cohort and boundary), and the cohorts' classified sales and refunds
-    /// summed per cohort, currency and purchase day. Memory either way: one total per cohort,
-    /// currency and day.
+    /// Every cohort of a whole month is read from the sums and counts the refresh keeps
+    /// (`cohortSums`, `cohortPaying`); a first cohort begun within its month (`from` not a
+    /// month's first instant) from its members' rows (`partialCohort`): one month's members,
+    /// whatever the report's length. Memory: one total per cohort, currency and day.
     static func cohorts(_ q: Query, now: Timestamp, on db: DatabaseConnection) throws -> JSON {
         let length = q.to.millisecondsSinceEpoch - q.from.millisecondsSinceEpoch
         guard length > 0 else { throw QueryError.emptyPeriod }
         guard length <= maximumCohortDays * 86_400_000 else { throw QueryError.periodTooLong }
         try SubscriptionStates.refresh(on: db, now: now)
         let asOf = min(q.to, now)
-        let env = q.environment.rawValue
-        let members = cohortMembers(q)
         let first = Month(q.from)
         let last = Month(q.to.adding(milliseconds: -1))
         var cohorts: [Month: Cohort] = [:]
         for m in first.index...last.index { cohorts[Month(index: m)] = Cohort() }
 
-        // The subscribers and the realized revenue (the sales and refunds of the cohorts'
-        // subscriptions before `to`, classified as the counts classify them).
-        var revenue: [Month: Counts] = [:]
-        if Month(q.from).start == q.from {
-            try cohortSums(q, last: last, into: &cohorts, revenue: &revenue, on: db)
-        } else {
-            // From within a month: the members' events read one by one (billing_counted_events,
-            // sql/026); the sums hold whole months only.
-            for row in try db.query("SELECT c.cohort, COUNT(*) AS n FROM (\(members)) c GROUP BY c.cohort") {
-                cohorts[Month(try row.timestamp("cohort")), default: Cohort()].subscribers = try row.int64("n")
-            }
-            try db.forEachRow(
-                """
-                SELECT c.cohort, \(unsafeRaw: moneyGroup), \(unsafeRaw: moneySums)
-                FROM (\(members)) c JOIN billing_counted_events k ON k.environment = \(env) AND k.subscription_id = c.subscription_id
-                WHERE k.intrinsic_at < \(q.to)
-                GROUP BY c.cohort, money_currency, money_day
-                """
-            ) { (row: SQLRow) throws(DatabaseError) in
-                try revenue[Month(try row.timestamp("cohort")), default: Counts()].addMoney(row)
-            }
-        }
-        // Every month boundary after the first cohort's month, up to asOf: its paying set,
-        // the snapshot's (active, not trial, not family-shared, a price), per cohort.
+        // Every month boundary after the first cohort's month, up to asOf.
         var boundaries: [Month] = []
         var b = first + 1
         while b.start <= asOf {
             boundaries.append(b)
             b = b + 1
         }
-        if !boundaries.isEmpty, Month(q.from).start == q.from {
-            try cohortPaying(q, last: last, boundaries: boundaries, into: &cohorts, on: db)
-        } else if !boundaries.isEmpty {
-            // Each boundary's paying states of the cohorts' subscriptions, grouped by the
-            // cohort each state names (its subscription's first paid period, stored with it).
-            let paying = boundaries.enumerated().map { (n, b) -> SQLQuery in
-                """
-                SELECT \(Int64(n)) AS boundary, CAST(DATE_FORMAT(s.cohort_paid_at, '%Y-%m-01') AS DATETIME(3)) AS cohort
-                \(SubscriptionStates.active(at: b.start, environment: env)) AND \(unsafeRaw: SubscriptionStates.paid)
-                  AND s.cohort_paid_at >= \(q.from) AND s.cohort_paid_at < \(q.to)
-                """
-            }
-            let union = paying.dropFirst().reduce(paying[0]) { "\($0) UNION ALL \($1)" }
-            try db.forEachRow("SELECT p.cohort, p.boundary, COUNT(*) AS n FROM (\(union)) p GROUP BY p.cohort, p.boundary") {
-                (row: SQLRow) throws(DatabaseError) in
-                let cohort = Month(try row.timestamp("cohort"))
-                let boundary = boundaries[Int(try row.int64("boundary"))]
-                guard boundary > cohort else { return }
-                cohorts[cohort, default: Cohort()].paying[boundary.index - cohort.index] = try row.int64("n")
-            }
+        // The whole months' cohorts (every one but a first begun within its month) from the
+        // sums and counts the refresh keeps; a first cohort begun within its month from its
+        // members' rows.
+        var revenue: [Month: Counts] = [:]
+        let whole = Month(q.from).start == q.from ? first : first + 1
+        if whole <= last {
+            var sums = q
+            sums.from = whole.start
+            try cohortSums(sums, last: last, into: &cohorts, revenue: &revenue, on: db)
+            if !boundaries.isEmpty { try cohortPaying(sums, last: last, boundaries: boundaries, into: &cohorts, on: db) }
+        }
+        if whole != first {
+            try partialCohort(
+                q, membersUntil: min(q.to, whole.start), boundaries: boundaries, into: &cohorts, revenue: &revenue, on: db)
         }
         try convert(&revenue, to: q.currency, on: db)
         for (month, counts) in revenue { cohorts[month, default: Cohort()].revenue = counts }
@@ -139,6 +106,50 @@ extension SubscriptionStats {
             "period": ["from": .string(q.from.iso8601), "to": .string(q.to.iso8601)], "asOf": .string(asOf.iso8601),
             "cohorts": .array(rows),
         ]
+    }
+
+    /// The cohort of `q.from`'s month when `q.from` is within it: its members (first paid in
+    /// [q.from, membersUntil)), their classified sales and refunds before `q.to`
+    /// (billing_counted_events, sql/026) summed per currency and purchase day, and its
+    /// subscriptions' paying states (by the subscription index), each counted at the
+    /// boundaries it is active at. The sums hold whole months only; one month's members are
+    /// read here, not the report's.
+    static func partialCohort(
+        _ q: Query, membersUntil: Timestamp, boundaries: [Month], into cohorts: inout [Month: Cohort],
+        revenue: inout [Month: Counts], on db: DatabaseConnection
+    ) throws {
+        let env = q.environment.rawValue
+        let cohort = Month(q.from)
+        var members = q
+        members.to = membersUntil
+        let memberRows = cohortMembers(members)
+        if let row = try db.queryOne("SELECT COUNT(*) AS n FROM (\(memberRows)) c") {
+            cohorts[cohort, default: Cohort()].subscribers = try row.int64("n")
+        }
+        try db.forEachRow(
+            """
+            SELECT \(unsafeRaw: moneyGroup), \(unsafeRaw: moneySums)
+            FROM (\(memberRows)) c JOIN billing_counted_events k ON k.environment = \(env) AND k.subscription_id = c.subscription_id
+            WHERE k.intrinsic_at < \(q.to)
+            GROUP BY money_currency, money_day
+            """
+        ) { (row: SQLRow) throws(DatabaseError) in
+            try revenue[cohort, default: Counts()].addMoney(row)
+        }
+        guard !boundaries.isEmpty else { return }
+        try db.forEachRow(
+            """
+            SELECT s.valid_from, s.active_until
+            FROM (\(memberRows)) c JOIN billing_subscription_states s ON s.environment = \(env) AND s.subscription_id = c.subscription_id
+            WHERE \(unsafeRaw: SubscriptionStates.paid) AND s.cohort_paid_at >= \(q.from) AND s.cohort_paid_at < \(membersUntil)
+            """
+        ) { (row: SQLRow) throws(DatabaseError) in
+            let validFrom = try row.timestamp("valid_from")
+            let activeUntil = try row.timestamp("active_until")
+            for boundary in boundaries where validFrom < boundary.start && boundary.start < activeUntil {
+                cohorts[cohort, default: Cohort()].paying[boundary.index - cohort.index, default: 0] += 1
+            }
+        }
     }
 
     /// The cohorts' subscribers and revenue for a `from` that is a month's first instant, from
