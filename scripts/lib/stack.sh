@@ -368,6 +368,20 @@ migrate() {
 
 # ---------------------------------------------------------------- workers
 
+# The first instant (ms) of the bench's next renewals to the stack's bench users: 12 days
+# back, or an hour after the latest renewal an earlier run (scripts/bench, scripts/profile)
+# sent them, so that each user's renewals arrive in order of time across runs, as a store
+# sends them (a late renewal re-folds its user and derives its subscription's statistics
+# state again whole: a different, dearer path than the one measured).
+bench_renewals_base() {
+    local base latest
+    base=$(( $(date +%s) * 1000 - 12 * 86400000 ))
+    latest=$(db_client -N -e "SELECT COALESCE(CAST(UNIX_TIMESTAMP(MAX(intrinsic_at)) * 1000 AS UNSIGNED), 0)
+      FROM billing.billing_events WHERE subscription_id LIKE 'bench-sub-%'")
+    (( latest + 3600000 <= base )) || base=$(( latest + 3600000 ))
+    echo "$base"
+}
+
 worker_socket() { echo "$RUN_DIR/worker-$1.sock"; }
 
 worker_start() {
