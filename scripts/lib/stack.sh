@@ -382,6 +382,36 @@ bench_renewals_base() {
     echo "$base"
 }
 
+# The bench's two limits (nginx: /_raw, /_rawingest): the smallest libfcgi responder
+# (scripts/lib/bench/raw.c, built into WORK_DIR with the same libraries) doing one SELECT 1,
+# and doing one prepared INSERT of a unique id and the posted body into bench_rawingest,
+# THREADS threads each. Sets raw_pid and rawingest_pid; raw_responders_stop ends them.
+raw_responders_start() {
+    local threads=$1 work=$2
+    gcc -O2 -o "$work/raw-fcgi" "$ROOT/scripts/lib/bench/raw.c" $(pkg-config --cflags --libs fcgi libmariadb) -lpthread \
+        || die "could not build the raw responder (gcc, libfcgi-dev, libmariadb-dev)"
+    "$work/raw-fcgi" select "$RUN_DIR/raw.sock" "$threads" "$DB_SOCKET" billing "$BILLING_VAR_DIR/secrets/db-password" \
+        </dev/null >"$LOG_DIR/raw-fcgi.out" 2>&1 &
+    raw_pid=$!
+    db_client billing -e "CREATE TABLE IF NOT EXISTS bench_rawingest (id VARCHAR(64) NOT NULL PRIMARY KEY COMMENT 'unique per request',
+      payload TEXT NOT NULL COMMENT 'the posted body') ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='scripts/bench rawingest rows (dev only)';
+      TRUNCATE bench_rawingest; GRANT INSERT ON billing.bench_rawingest TO 'billing'@'localhost';" \
+        || die "could not create bench_rawingest"
+    "$work/raw-fcgi" insert "$RUN_DIR/rawingest.sock" "$threads" "$DB_SOCKET" billing "$BILLING_VAR_DIR/secrets/db-password" \
+        </dev/null >"$LOG_DIR/rawingest-fcgi.out" 2>&1 &
+    rawingest_pid=$!
+    local base="http://127.0.0.1:$BILLING_HTTP_PORT"
+    poll 10 curl -fsS -o /dev/null "$base/_raw" || { cat "$LOG_DIR/raw-fcgi.out" >&2; die "the raw responder does not answer on $base/_raw"; }
+    poll 10 curl -fsS -o /dev/null -X POST --data x "$base/_rawingest" \
+        || { cat "$LOG_DIR/rawingest-fcgi.out" >&2; die "the rawingest responder does not answer on $base/_rawingest"; }
+}
+
+raw_responders_stop() {
+    kill "${raw_pid:-}" "${rawingest_pid:-}" 2>/dev/null || true
+    rm -f "$RUN_DIR/raw.sock" "$RUN_DIR/rawingest.sock"
+    db_client billing -e "DROP TABLE IF EXISTS bench_rawingest" 2>/dev/null || true
+}
+
 worker_socket() { echo "$RUN_DIR/worker-$1.sock"; }
 
 worker_start() {
