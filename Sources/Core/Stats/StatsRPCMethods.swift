@@ -118,7 +118,7 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
             return [
                 "subscriptions": .int(Int64(r.subscriptions)), "late": .int(Int64(r.late)), "foldedOn": .int(Int64(r.foldedOn)),
                 "states": .int(Int64(r.states)),
-                "pending": .int(r.pending),
+                "pending": .int(r.pending), "confined": .int(Int64(r.confined)),
             ]
         }
         register(

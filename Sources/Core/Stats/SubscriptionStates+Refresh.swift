@@ -24,6 +24,9 @@ extension SubscriptionStates {
         var states = 0
         /// Notes left (written after the refresh began, or the refresh was cut short).
         var pending: Int64 = 0
+        /// Chunks a statement of which the statement limit stopped, derived again one
+        /// subscription at a time (`deriveConfined`).
+        var confined = 0
     }
 
     /// What the notes of one subscription ask for: the whole subscription again (an update,
@@ -106,7 +109,7 @@ extension SubscriptionStates {
                         let part = sorted[start..<min(start + chunk, sorted.count)].map {
                             (id: String(decoding: $0, as: UTF8.self), noted: subscriptions[$0]!)
                         }
-                        try derive(part, environment: env, keptPeriods: keptPeriods, into: &batch, on: db)
+                        try deriveConfined(part, environment: env, keptPeriods: keptPeriods, into: &batch, on: db)
                         ids += part.flatMap(\.noted.notes)
                     }
                 }
@@ -126,9 +129,36 @@ extension SubscriptionStates {
             result.late += done.late
             result.foldedOn += done.foldedOn
             result.states += done.states
+            result.confined += done.confined
         }
         result.pending = try db.queryOne("SELECT COUNT(*) AS n FROM billing_subscription_changes")?.int64("n") ?? 0
         return result
+    }
+
+    /// `derive` of a chunk, and when one of its statements outgrows the statement limit, of
+    /// each of its subscriptions on its own: the chunk's writes are rolled back to a savepoint
+    /// (a statement stopped by `max_statement_time` ends alone, its transaction goes on) and
+    /// its subscriptions derived one by one. So a chunk that the limit stops does not stop
+    /// every later refresh (and with it every `stats.*` call, which refreshes first); only a
+    /// subscription that outgrows the limit by itself does, reported as the timeout it is.
+    static func deriveConfined(
+        _ subscriptions: [(id: String, noted: Noted)], environment env: String, keptPeriods: Int,
+        into result: inout RefreshResult, on db: DatabaseConnection
+    ) throws {
+        guard subscriptions.count > 1 else {
+            try derive(subscriptions, environment: env, keptPeriods: keptPeriods, into: &result, on: db)
+            return
+        }
+        let before = result
+        try db.execute("SAVEPOINT refresh_chunk")
+        do {
+            try derive(subscriptions, environment: env, keptPeriods: keptPeriods, into: &result, on: db)
+        } catch let error as DatabaseError where error.isStatementTimeout {
+            try db.execute("ROLLBACK TO SAVEPOINT refresh_chunk")
+            result = before
+            result.confined += 1
+            for one in subscriptions { try derive([one], environment: env, keptPeriods: keptPeriods, into: &result, on: db) }
+        }
     }
 
     /// A list padded to `chunk` values with its last one (an `IN` list means the same).
@@ -400,6 +430,7 @@ extension SubscriptionStates {
                                 "subscriptions": .int(Int64(done.subscriptions)), "late": .int(Int64(done.late)),
                                 "foldedOn": .int(Int64(done.foldedOn)),
                                 "states": .int(Int64(done.states)), "pending": .int(done.pending),
+                                "confined": .int(Int64(done.confined)),
                             ])
                     }
                 } catch {
