@@ -75,6 +75,56 @@ import Testing
 }
 
 /// A deterministic generator for the random sequences (xorshift64*).
+/// `stats.snapshots`' ranges (`SubscriptionStates.classPieces`): for random sets of instants
+/// (daily, weekly, scattered over years) and every bounded class, the pieces' windows are in
+/// order and disjoint, each piece spans at most max(31, 2^c) days, and every instant's own
+/// window [t − 2^c days, t) is covered, and nothing but those windows.
+@Suite struct ClassPiecesTests {
+    @Test(arguments: 0..<40)
+    func piecesPartTheInstantsWindows(seed: Int) {
+        var random = XorShift(seed: UInt64(seed) &+ 0x9_1ECE)
+        let day = SubscriptionStates.day
+        let step = [day, 7 * day, 30 * day, 400 * day][seed % 4]
+        var t: Int64 = 1_767_225_600_000
+        var instants: [Timestamp] = []
+        for _ in 0..<(1 + random.next(60)) {
+            t += step / 2 + Int64(random.next(Int(step)))
+            instants.append(Timestamp(millisecondsSinceEpoch: t))
+        }
+        for c in 0..<SubscriptionStates.unboundedClass {
+            let length = (Int64(1) << c) * day
+            let pieces = SubscriptionStates.classPieces(at: instants, spanClass: c)
+            let windows = pieces.flatMap { $0 }
+            let label = "seed \(seed) class \(c)"
+            #expect(zip(windows, windows.dropFirst()).allSatisfy { $0.to <= $1.from }, "\(label): in order, apart")
+            #expect(windows.allSatisfy { $0.from < $0.to }, "\(label)")
+            for piece in pieces {
+                let span = piece.last!.to.millisecondsSinceEpoch - piece.first!.from.millisecondsSinceEpoch
+                #expect(span <= max(31 * day, length), "\(label): a piece spans \(span / day) days")
+            }
+            func covered(_ x: Int64) -> Bool {
+                windows.contains { $0.from.millisecondsSinceEpoch <= x && x < $0.to.millisecondsSinceEpoch }
+            }
+            func wanted(_ x: Int64) -> Bool {
+                instants.contains { $0.millisecondsSinceEpoch - length <= x && x < $0.millisecondsSinceEpoch }
+            }
+            // Every window's edges and a point inside each, against the instants' windows.
+            var probes: [Int64] = []
+            for w in windows {
+                probes += [
+                    w.from.millisecondsSinceEpoch - 1, w.from.millisecondsSinceEpoch, w.to.millisecondsSinceEpoch - 1, w.to.millisecondsSinceEpoch,
+                ]
+            }
+            for i in instants {
+                probes += [
+                    i.millisecondsSinceEpoch - length - 1, i.millisecondsSinceEpoch - length, i.millisecondsSinceEpoch - 1, i.millisecondsSinceEpoch,
+                ]
+            }
+            for x in probes { #expect(covered(x) == wanted(x), "\(label) at \(x)") }
+        }
+    }
+}
+
 private struct XorShift {
     var state: UInt64
     init(seed: UInt64) { state = seed | 1 }

@@ -65,6 +65,7 @@ import Testing
             #expect(done.pending == 0)
             try Self.compare(at: Self.instantsToCompare(inserted), seed: seed, on: db)
             try Self.compareTwoInstantReads(Self.instantsToCompare(inserted), seed: seed, on: db)
+            try Self.compareManyInstantReads(Self.instantsToCompare(inserted), seed: seed, on: db)
             // Their user found: the unmatched events become applied (the update trigger notes
             // their subscriptions), and the states say whose they are.
             try db.execute(
@@ -134,6 +135,7 @@ import Testing
                 foldedOn += try SubscriptionStates.refresh(on: db, now: a).foldedOn
                 try Self.compare(at: Self.instantsToCompare(inserted), seed: -edge, on: db)
                 try Self.compareTwoInstantReads(Self.instantsToCompare(inserted), seed: -edge, on: db)
+                try Self.compareManyInstantReads(Self.instantsToCompare(inserted), seed: -edge, on: db)
             }
             // In order, each event after the first is folded on from the one before it (the
             // Play replacement excepted: it derives the replaced subscription whole).
@@ -291,6 +293,49 @@ import Testing
                     #expect(order.count == single[i].union(single[j]).count, "\(label)")
                     #expect(zip(order, order.dropFirst()).allSatisfy { !$1.utf8.lexicographicallyPrecedes($0.utf8) }, "\(label)")
                 }
+            }
+        }
+    }
+
+    /// `stats.snapshots` reads every instant's states in one scan (`forEachActiveState(at:)`):
+    /// for all the instants, every other one and every fifth, each row's instants are exactly
+    /// those at which `active(at:)` reads its state, and each state is one row; and
+    /// `snapshots(at:)`, asked in another order with an instant twice, equals the end
+    /// snapshot of the two-instant read at each instant.
+    static func compareManyInstantReads(_ instants: [Timestamp], seed: Int, on db: DatabaseConnection) throws {
+        for env in ["production", "sandbox"] {
+            let single = try instants.map { t in
+                try db.query("SELECT s.subscription_id \(SubscriptionStates.active(at: t, environment: env))").map {
+                    try $0.string("subscription_id")
+                }.sorted()
+            }
+            for step in [1, 2, 5] {
+                let picked = Array(stride(from: 0, to: instants.count, by: step))
+                var read = [[String]](repeating: [], count: picked.count)
+                var rows = 0
+                try SubscriptionStats.forEachActiveState(environment: env, at: picked.map { instants[$0] }, on: db) { state, active in
+                    rows += 1
+                    for k in active { read[k].append(state.subscriptionId) }
+                }
+                let label = "seed \(seed) \(env) every \(step)"
+                for (k, i) in picked.enumerated() { #expect(read[k].sorted() == single[i], "\(label) at \(instants[i].iso8601)") }
+                // A state active at several instants is one row: as many rows as states.
+                let states = try picked.reduce(into: Set<String>()) { all, i in
+                    for row in try db.query("SELECT s.subscription_id, s.event_id \(SubscriptionStates.active(at: instants[i], environment: env))") {
+                        all.insert("\(try row.string("subscription_id"))|\(try row.int64("event_id"))")
+                    }
+                }
+                #expect(rows == states.count, "\(label)")
+            }
+            let asked = Array(instants.prefix(40).reversed()) + instants.prefix(1)
+            let snapshots = try SubscriptionStats.snapshots(
+                at: asked, environment: env, currency: "EUR", cadence: { _ in nil }, on: db)
+            #expect(snapshots.count == asked.count)
+            for (t, snapshot) in zip(asked, snapshots) {
+                let q = SubscriptionStats.Query(
+                    from: t, to: t.adding(milliseconds: 1), environment: StoreEnvironment(rawValue: env)!, currency: "EUR")
+                let two = try SubscriptionStats.instants(q, snapshotAt: t, cadence: { _ in nil }, on: db)
+                #expect(snapshot.json == two.end.json, "seed \(seed) \(env) snapshot at \(t.iso8601)")
             }
         }
     }

@@ -92,14 +92,9 @@ struct ExchangeRates: Sendable {
     func rate(_ currency: String, on day: RateDay) -> (day: RateDay, rate: ExchangeRate)? {
         if currency == "EUR" { return (day, .euro) }
         guard let rates = byCurrency[currency] else { return nil }
-        // The last entry whose day is <= day (binary search).
-        var low = 0
-        var high = rates.count
-        while low < high {
-            let mid = (low + high) / 2
-            if rates[mid].day <= day { low = mid + 1 } else { high = mid }
-        }
-        return low == 0 ? nil : rates[low - 1]
+        // The last entry whose day is <= day.
+        let after = rates.partitioningIndex { $0.day > day }
+        return after == 0 ? nil : rates[after - 1]
     }
 
     /// `milli` units of `currency` bought on `day`, in milli-units of `target`: × target's

@@ -41,12 +41,12 @@ extension RPCMethodRegistry where Context: RPCContextProtocol {
             let db = try context.requireDatabase()
             let now = context.clock.now()
             try SubscriptionStates.refresh(on: db, now: now)
-            let snapshots = try instants.map {
-                try SubscriptionStats.snapshot(
-                    at: min($0, now), environment: environment.rawValue, currency: currency, cadence: catalog.cadence(of:), on: db
-                ).json
-            }
-            return ["environment": .string(environment.rawValue), "currency": .string(currency), "snapshots": .array(snapshots)]
+            let snapshots = try SubscriptionStats.snapshots(
+                at: instants.map { min($0, now) }, environment: environment.rawValue, currency: currency,
+                cadence: catalog.cadence(of:), on: db)
+            return [
+                "environment": .string(environment.rawValue), "currency": .string(currency), "snapshots": .array(snapshots.map(\.json)),
+            ]
         }
         register(
             "stats.cohorts",
