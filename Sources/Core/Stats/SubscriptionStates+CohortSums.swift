@@ -19,11 +19,14 @@ extension SubscriptionStates {
     /// Adds to their cohort sums (`sign` 1) or takes out (−1) the classified rows of up to
     /// `chunk` subscriptions of one environment, from `from` on (nil: all of them). A
     /// subscription without a first paid row yet is in no cohort and adds nothing.
-    /// Each subscription's first paid row first, then its rows by the subscription index
-    /// (`STRAIGHT_JOIN`, `FORCE INDEX`): with a recent `from`, MariaDB otherwise took every
-    /// row after `from` by the primary key and looked up each one's first paid row, over a
-    /// million rows examined for 64 subscriptions on the dev database, past the statement
-    /// limit, and the refresh failed at that chunk on every try.
+    /// Both sides by the subscription index (`FORCE INDEX`), in the order MariaDB picks: the
+    /// chunk's rows from `from` on first when they are few (the index ends in the primary
+    /// key's `intrinsic_at`), else each first paid row and then its rows. Left to itself
+    /// MariaDB at times took every row after `from` by the primary key and looked up each
+    /// one's first paid row (over a million rows examined for 64 subscriptions on the dev
+    /// database, past the statement limit, the refresh failing at that chunk on every try);
+    /// and with only the join order forced it read the first paid rows by the primary key's
+    /// `environment` prefix: the whole table, for every chunk.
     static func addToCohortSums(
         _ sign: Int, subscriptions: [String], environment env: String, from: Timestamp?, on db: DatabaseConnection
     ) throws {
@@ -36,8 +39,8 @@ extension SubscriptionStates {
               \(unsafeRaw: columns.joined(separator: ", ")))
             SELECT \(env), \(unsafeRaw: cohortMonthOf) AS cohort, DATE(k.intrinsic_at) AS day, \(unsafeRaw: SubscriptionStats.moneyGroup),
               \(unsafeRaw: cohortRowSums(sign: sign))
-            FROM billing_counted_events f
-            STRAIGHT_JOIN billing_counted_events k FORCE INDEX (billing_counted_events_subscription)
+            FROM billing_counted_events f FORCE INDEX (billing_counted_events_subscription)
+            JOIN billing_counted_events k FORCE INDEX (billing_counted_events_subscription)
               ON k.environment = f.environment AND k.subscription_id = f.subscription_id
             WHERE f.environment = \(env) AND f.subscription_id IN (\(list: padded(subscriptions.map(SQLValue.string))))
               AND f.first_paid = 1 \(since)
