@@ -6,8 +6,9 @@ import Testing
 /// whose statements the limit stops is derived again one subscription at a time, to the same
 /// stored state as a refresh the limit never stopped; a subscription that outgrows the limit
 /// by itself stops the refresh with the timeout it is. The limit is made to bite by a trigger
-/// that sleeps 20 ms per state row written under a 250 ms `max_statement_time`: a chunk's
-/// multi-row INSERT of 32 rows takes at least 640 ms, one subscription's one or two rows 40.
+/// that sleeps 40 ms per state row written under a 500 ms `max_statement_time`: a chunk's
+/// multi-row INSERT of 32 rows takes at least 1,280 ms, one subscription's one or two rows 80
+/// (room for a loaded machine).
 @Suite struct StatsRefreshLimitTests {
     static let tables = [
         "billing_subscription_states", "billing_counted_events", "billing_counted_buckets", "billing_cohort_sums",
@@ -29,9 +30,9 @@ import Testing
         try db.execute(
             """
             CREATE TRIGGER test_slow_states BEFORE INSERT ON billing_subscription_states
-            FOR EACH ROW SET @test_slept = SLEEP(0.02)
+            FOR EACH ROW SET @test_slept = SLEEP(0.04)
             """)
-        try db.execute("SET SESSION max_statement_time = 0.25")
+        try db.execute("SET SESSION max_statement_time = 0.5")
     }
 
     static func purchases(_ count: Int, on db: DatabaseConnection) throws {
@@ -74,7 +75,7 @@ import Testing
     @Test func aSubscriptionThatOutgrowsTheLimitByItselfStopsTheRefreshAsATimeout() throws {
         try withStatsDatabase { db in
             try Self.purchases(3, on: db)
-            // 20 monthly periods, each a state: its rows' first INSERT has 16 (320 ms of sleeps).
+            // 20 monthly periods, each a state: its rows' first INSERT has 16 (640 ms of sleeps).
             for month in 0..<20 {
                 let start = Timestamp(iso8601: "2025-01-05T10:00:00Z")!.adding(milliseconds: Int64(month) * 31 * 86_400_000)
                 let end = start.adding(milliseconds: 31 * 86_400_000)
